@@ -1,0 +1,39 @@
+# Every target creates .venv and installs the project if needed: a fresh clone
+# with only Python on the machine runs `make demo` and `make test` as they are.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench stress fuzz soak clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/actormem demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check actormem tests benchmarks examples
+	$(BIN)/ruff format --check actormem tests benchmarks examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy actormem
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q agentscope || echo "agentscope not installable: peer column skipped"
+	$(BIN)/python -m benchmarks.run_all
+
+stress: $(STAMP)
+	ACTORMEM_STRESS=1 $(BIN)/pytest -q -m "stress or not stress" tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""actormem: a memory runtime for LLM agents."""
