@@ -1,1 +1,71 @@
-"""actormem: a memory runtime for LLM agents."""
+"""actormem: a memory runtime for LLM agents.
+
+Every memory tier is a pykka actor, the actors exchange msgspec messages, and
+everything the memory does is a reactivex stream you can subscribe to.
+"""
+
+from __future__ import annotations
+
+from actormem.actors._supervisor import ActorUnavailableError
+from actormem.events import (
+    ActorRestarted,
+    Event,
+    MemoryCleared,
+    MessageAdded,
+    MessagesDeleted,
+    MessagesReplaced,
+    SessionLoaded,
+    SessionSaved,
+    decode_event,
+    encode_event,
+)
+from actormem.logs import _configure_default, configure_logging
+from actormem.messages import (
+    ImageBlock,
+    MessageError,
+    Msg,
+    OffloadRefBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    from_openai,
+    to_openai,
+)
+from actormem.runtime import MemoryRuntime
+from actormem.session import JsonSession, SessionError, SessionManager
+from actormem.state import StateError, StateModule
+
+_configure_default()
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorRestarted",
+    "ActorUnavailableError",
+    "Event",
+    "ImageBlock",
+    "JsonSession",
+    "MemoryCleared",
+    "MemoryRuntime",
+    "MessageAdded",
+    "MessageError",
+    "MessagesDeleted",
+    "MessagesReplaced",
+    "Msg",
+    "OffloadRefBlock",
+    "SessionError",
+    "SessionLoaded",
+    "SessionManager",
+    "SessionSaved",
+    "StateError",
+    "StateModule",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "__version__",
+    "configure_logging",
+    "decode_event",
+    "encode_event",
+    "from_openai",
+    "to_openai",
+]

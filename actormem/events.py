@@ -348,9 +348,17 @@ class GetState(_Cmd, frozen=True, kw_only=True):
 
 
 class LoadState(_Cmd, frozen=True, kw_only=True):
-    """Replace the actor's state with ``state``."""
+    """Replace the actor's state with ``state`` (the actor's own state type)."""
 
-    state: dict[str, Any]
+    state: Any
 
 
-Command = AddMessages | GetMessages | DeleteMessages | ClearMessages | ReplaceMessages | GetState | LoadState
+Command = (
+    AddMessages
+    | GetMessages
+    | DeleteMessages
+    | ClearMessages
+    | ReplaceMessages
+    | GetState
+    | LoadState
+)

@@ -17,7 +17,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 import msgspec
 
@@ -171,7 +171,9 @@ class Msg(msgspec.Struct, frozen=True, kw_only=True):
         **metadata: Any,
     ) -> Msg:
         """A tool message carrying the result of the call ``tool_use_id``."""
-        block = ToolResultBlock(tool_use_id=tool_use_id, output=output, is_error=is_error, name=name)
+        block = ToolResultBlock(
+            tool_use_id=tool_use_id, output=output, is_error=is_error, name=name
+        )
         return cls(role="tool", content=(block,), name=name, metadata=metadata)
 
     # -- views ----------------------------------------------------------------
@@ -264,10 +266,13 @@ def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
     if not isinstance(msg, Msg):
         raise MessageError(f"expected an actormem Msg, got {type(msg).__name__}")
     if msg.role not in _ROLES:
-        raise MessageError(f"message {msg.id!r}: unknown role {msg.role!r} (expected one of {sorted(_ROLES)})")
+        raise MessageError(
+            f"message {msg.id!r}: unknown role {msg.role!r} (expected one of {sorted(_ROLES)})"
+        )
     if not isinstance(msg.content, tuple):
         raise MessageError(
-            f"message {msg.id!r}: content must be a tuple of blocks, got {type(msg.content).__name__}"
+            f"message {msg.id!r}: content must be a tuple of blocks, "
+            f"got {type(msg.content).__name__}"
         )
     if not isinstance(msg.id, str) or not msg.id:
         raise MessageError("message id must be a non-empty string")
@@ -289,7 +294,9 @@ def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
     if size * 4 > max_bytes:
         nbytes = len(_ENCODER.encode(msg))
         if nbytes > max_bytes:
-            raise MessageError(f"message {msg.id!r} is {nbytes} bytes, over the limit of {max_bytes}")
+            raise MessageError(
+                f"message {msg.id!r} is {nbytes} bytes, over the limit of {max_bytes}"
+            )
     return msg
 
 
@@ -375,12 +382,16 @@ def from_openai(item: dict[str, Any]) -> Msg:
                 blocks.append(TextBlock(str(part.get("text", ""))))
             elif part.get("type") == "image_url":
                 url = part.get("image_url", {})
-                blocks.append(ImageBlock(url=str(url.get("url", "") if isinstance(url, dict) else url)))
+                blocks.append(
+                    ImageBlock(url=str(url.get("url", "") if isinstance(url, dict) else url))
+                )
     elif isinstance(content, str):
         if content:
             blocks.append(TextBlock(content))
     elif content is not None:
-        raise MessageError(f"OpenAI message content must be a string or list, got {type(content).__name__}")
+        raise MessageError(
+            f"OpenAI message content must be a string or list, got {type(content).__name__}"
+        )
     for call in item.get("tool_calls") or ():
         try:
             fn = call["function"]
@@ -388,10 +399,12 @@ def from_openai(item: dict[str, Any]) -> Msg:
             args = json.loads(raw_args) if isinstance(raw_args, str) else raw_args
             if not isinstance(args, dict):
                 raise ValueError("arguments are not a JSON object")
-            blocks.append(ToolUseBlock(id=str(call.get("id") or new_id()), name=str(fn["name"]), input=args))
+            blocks.append(
+                ToolUseBlock(id=str(call.get("id") or new_id()), name=str(fn["name"]), input=args)
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"malformed OpenAI tool call {call!r}: {exc}") from None
-    return Msg(role=role, content=tuple(blocks), name=str(item.get("name") or ""))
+    return Msg(role=cast(Role, role), content=tuple(blocks), name=str(item.get("name") or ""))
 
 
 def msgs_from_openai(items: Iterable[dict[str, Any]]) -> list[Msg]:
