@@ -28,8 +28,16 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
-bench: $(STAMP)
-	$(BIN)/python -m pip install -q agentscope || echo "agentscope not installable: peer column skipped"
+# Peers measured beside actormem in the same run live in their own virtualenv,
+# so their dependencies never mix with ours.
+PEERS := .venv-peers
+$(PEERS)/.stamp:
+	@test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q "agentscope==1.0.21" greenlet tqdm \
+		|| echo "peer install failed: peer columns will say n/a"
+	@touch $(PEERS)/.stamp
+
+bench: $(STAMP) $(PEERS)/.stamp
 	$(BIN)/python -m benchmarks.run_all
 
 stress: $(STAMP)

@@ -34,6 +34,7 @@ __all__ = [
     "Event",
     "FactReconciled",
     "GetMessages",
+    "GetSize",
     "GetState",
     "JournalWritten",
     "LoadState",
@@ -314,6 +315,10 @@ class AddMessages(_Cmd, frozen=True, kw_only=True):
 
 class GetMessages(_Cmd, frozen=True, kw_only=True):
     """Return ``(version, messages)``."""
+
+
+class GetSize(_Cmd, frozen=True, kw_only=True):
+    """Return the number of working messages."""
 
 
 class DeleteMessages(_Cmd, frozen=True, kw_only=True):

@@ -57,13 +57,15 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
+class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type", omit_defaults=True):
     """Plain text."""
 
     text: str
 
 
-class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"):
+class ToolUseBlock(
+    msgspec.Struct, frozen=True, tag="tool_use", tag_field="type", omit_defaults=True
+):
     """A tool call made by the assistant."""
 
     id: str
@@ -71,7 +73,9 @@ class ToolUseBlock(msgspec.Struct, frozen=True, tag="tool_use", tag_field="type"
     input: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field="type"):
+class ToolResultBlock(
+    msgspec.Struct, frozen=True, tag="tool_result", tag_field="type", omit_defaults=True
+):
     """The result of a tool call, paired with its :class:`ToolUseBlock` by id."""
 
     tool_use_id: str
@@ -80,14 +84,16 @@ class ToolResultBlock(msgspec.Struct, frozen=True, tag="tool_result", tag_field=
     name: str = ""
 
 
-class ImageBlock(msgspec.Struct, frozen=True, tag="image", tag_field="type"):
+class ImageBlock(msgspec.Struct, frozen=True, tag="image", tag_field="type", omit_defaults=True):
     """An image by URL (``data:`` URLs included)."""
 
     url: str
     media_type: str = ""
 
 
-class OffloadRefBlock(msgspec.Struct, frozen=True, tag="offload_ref", tag_field="type"):
+class OffloadRefBlock(
+    msgspec.Struct, frozen=True, tag="offload_ref", tag_field="type", omit_defaults=True
+):
     """A placeholder for content moved out of the context window.
 
     The original messages can be loaded back with ``context_reload(offload_id)``.
@@ -102,7 +108,7 @@ class OffloadRefBlock(msgspec.Struct, frozen=True, tag="offload_ref", tag_field=
 ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ImageBlock | OffloadRefBlock
 
 
-class Msg(msgspec.Struct, frozen=True, kw_only=True):
+class Msg(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of a conversation.
 
     Attributes:

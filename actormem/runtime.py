@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import msgspec
 import reactivex
 import structlog
 from reactivex import abc as rx_abc
@@ -39,6 +40,7 @@ from actormem.events import (
     DeleteMessages,
     Event,
     GetMessages,
+    GetSize,
     GetState,
     LoadState,
     SessionLoaded,
@@ -62,21 +64,21 @@ class ActorStateModule(StateModule):
 
     Args:
         supervisor: the actor's supervisor.
-        decode: turns a loaded JSON state into what the actor's ``LoadState`` takes.
-        encode: turns the actor's ``GetState`` answer into a JSON-compatible dict.
+        state_type: the msgspec Struct of the actor's state (``GetState``
+            answers one, ``LoadState`` takes one); JSON decodes straight into it.
+        name: the component name.
     """
 
     def __init__(
         self,
         supervisor: Supervisor,
-        encode: Callable[[Any], dict[str, Any]],
-        decode: Callable[[dict[str, Any]], Any],
+        state_type: type[msgspec.Struct],
         name: str,
     ) -> None:
         super().__init__()
         self._sup = supervisor
-        self._encode = encode
-        self._decode = decode
+        self._type = state_type
+        self._decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(state_type)
         self._name = name
 
     @property
@@ -84,26 +86,22 @@ class ActorStateModule(StateModule):
         return self._name
 
     def state_dict(self) -> dict[str, Any]:
-        return self._encode(self._sup.ask(GetState()))
+        state = self._sup.ask(GetState())
+        return {f: getattr(state, f) for f in state.__struct_fields__}
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         try:
-            decoded = self._decode(state)
-        except Exception as exc:
+            decoded = msgspec.convert(state, self._type)
+        except msgspec.ValidationError as exc:
             raise StateError(f"{self._name}: invalid state: {exc}") from None
         self._sup.ask(LoadState(state=decoded))
 
-
-def _encode_stm(st: ShortTermState) -> dict[str, Any]:
-    return {"messages": st.messages, "version": st.version}
-
-
-def _decode_stm(state: dict[str, Any]) -> ShortTermState:
-    import msgspec
-
-    if not isinstance(state, dict) or "messages" not in state:
-        raise StateError("short-term state needs a 'messages' list")
-    return msgspec.convert(state, ShortTermState)
+    def load_state_json(self, data: bytes | msgspec.Raw, strict: bool = True) -> None:
+        try:
+            decoded = self._decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise StateError(f"{self._name}: invalid state: {exc}") from None
+        self._sup.ask(LoadState(state=decoded))
 
 
 class MemoryRuntime(StateModule):
@@ -144,7 +142,7 @@ class MemoryRuntime(StateModule):
             max_restarts=max_restarts,
         )
         self._stm: Supervisor = stm
-        self.short_term = ActorStateModule(stm, _encode_stm, _decode_stm, SHORT_TERM)
+        self.short_term = ActorStateModule(stm, ShortTermState, SHORT_TERM)
 
     @property
     def component_name(self) -> str:
@@ -214,7 +212,7 @@ class MemoryRuntime(StateModule):
 
     def size(self) -> int:
         """How many working messages there are."""
-        return len(self._stm.ask(GetMessages())[1])
+        return int(self._stm.ask(GetSize()))
 
     def delete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
         """Delete messages by index (negative counts from the end) and/or id.
@@ -283,7 +281,7 @@ class MemoryRuntime(StateModule):
 
     async def asize(self) -> int:
         """Async :meth:`size`."""
-        return len(await self.amessages())
+        return int(await asyncio.wrap_future(self._stm.request(GetSize())))
 
     async def adelete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
         """Async :meth:`delete`."""

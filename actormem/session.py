@@ -73,6 +73,14 @@ class _DocumentV1(msgspec.Struct):
     components: dict[str, Any]
 
 
+class _RawDocumentV1(msgspec.Struct):
+    format: str
+    schema_version: int
+    session_id: str
+    saved_at: str
+    components: dict[str, msgspec.Raw]
+
+
 class SessionInfo(msgspec.Struct, frozen=True):
     """What ``JsonSession.list()`` reports for one file."""
 
@@ -85,6 +93,7 @@ class SessionInfo(msgspec.Struct, frozen=True):
 _ENCODER: Final = msgspec.json.Encoder()
 _HEADER_DECODER: Final = msgspec.json.Decoder(_Header)
 _DOC_DECODER: Final = msgspec.json.Decoder(_DocumentV1)
+_RAW_DOC_DECODER: Final = msgspec.json.Decoder(_RawDocumentV1)
 
 
 def validate_session_id(session_id: object) -> str:
@@ -186,7 +195,19 @@ class JsonSession:
             raise SessionError(f"session {session_id!r} not found ({path})") from None
         except OSError as exc:
             raise SessionError(f"cannot read session file {path}: {exc.strerror or exc}") from None
-        return _decode_document(data, path).components
+        doc: _DocumentV1 = _decode_document(data, path, _DOC_DECODER)
+        return doc.components
+
+    def _read_raw(self, session_id: str) -> dict[str, msgspec.Raw]:
+        path = self.path(session_id)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise SessionError(f"session {session_id!r} not found ({path})") from None
+        except OSError as exc:
+            raise SessionError(f"cannot read session file {path}: {exc.strerror or exc}") from None
+        doc: _RawDocumentV1 = _decode_document(data, path, _RAW_DOC_DECODER)
+        return doc.components
 
     def load(
         self,
@@ -216,7 +237,7 @@ class JsonSession:
         path = self.path(session_id)
         if allow_missing and not path.exists():
             return False
-        stored = self.read(session_id)
+        stored = self._read_raw(session_id)
         if strict:
             absent = [name for name in components if name not in stored]
             if absent:
@@ -227,7 +248,7 @@ class JsonSession:
                 if name not in stored:
                     continue
                 backups[name] = module.state_dict()
-                module.load_state_dict(stored[name], strict=strict)
+                module.load_state_json(stored[name], strict=strict)
         except (StateError, ValueError, TypeError, KeyError, msgspec.ValidationError) as exc:
             for name, state in backups.items():
                 components[name].load_state_dict(state, strict=False)
@@ -261,7 +282,7 @@ class JsonSession:
         return True
 
 
-def _decode_document(data: bytes, path: Path) -> _DocumentV1:
+def _decode_document(data: bytes, path: Path, decoder: msgspec.json.Decoder[Any]) -> Any:
     try:
         header = _HEADER_DECODER.decode(data)
     except msgspec.DecodeError as exc:
@@ -281,7 +302,7 @@ def _decode_document(data: bytes, path: Path) -> _DocumentV1:
             f"session file {path} has invalid schema version {header.schema_version}"
         )
     try:
-        return _DOC_DECODER.decode(data)
+        return decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise SessionError(f"session file {path} is malformed: {exc}") from None
 

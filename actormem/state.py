@@ -14,7 +14,9 @@ allowed: the session encoder writes them natively).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
+
+import msgspec
 
 __all__ = ["StateError", "StateModule"]
 
@@ -24,6 +26,7 @@ class StateError(ValueError):
 
 
 _Codec = tuple[Callable[[Any], Any] | None, Callable[[Any], Any] | None]
+_RAW_DICT: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 
 class StateModule:
@@ -108,15 +111,7 @@ class StateModule:
             raise StateError(
                 f"{type(self).__name__}: state must be a dict, got {type(state).__name__}"
             )
-        expected = set(self._state_attrs) | set(self._state_modules)
-        if strict:
-            missing = expected - state.keys()
-            unexpected = state.keys() - expected
-            if missing or unexpected:
-                raise StateError(
-                    f"{type(self).__name__}: state keys do not match "
-                    f"(missing {sorted(missing)}, unexpected {sorted(unexpected)})"
-                )
+        self._check_keys(state.keys(), strict)
         for name, (_, from_json) in self._state_attrs.items():
             if name in state:
                 value = state[name]
@@ -124,3 +119,38 @@ class StateModule:
         for name, module in self._state_modules.items():
             if name in state:
                 module.load_state_dict(state[name], strict=strict)
+
+    def load_state_json(self, data: bytes | msgspec.Raw, strict: bool = True) -> None:
+        """Restore state from its JSON encoding (what sessions call).
+
+        The default decodes one level and hands each nested module its own
+        raw JSON, so a module that knows its state's type (an actor's
+        message list, say) decodes it straight into typed objects.
+
+        Raises:
+            StateError: the JSON is not an object, or (strict) keys do not match.
+        """
+        try:
+            parts = _RAW_DICT.decode(data)
+        except msgspec.DecodeError as exc:
+            raise StateError(f"{type(self).__name__}: state must be a JSON object: {exc}") from None
+        self._check_keys(parts.keys(), strict)
+        for name, (_, from_json) in self._state_attrs.items():
+            if name in parts:
+                value = msgspec.json.decode(parts[name])
+                object.__setattr__(self, name, from_json(value) if from_json else value)
+        for name, module in self._state_modules.items():
+            if name in parts:
+                module.load_state_json(parts[name], strict=strict)
+
+    def _check_keys(self, keys: Any, strict: bool) -> None:
+        if not strict:
+            return
+        expected = set(self._state_attrs) | set(self._state_modules)
+        missing = expected - set(keys)
+        unexpected = set(keys) - expected
+        if missing or unexpected:
+            raise StateError(
+                f"{type(self).__name__}: state keys do not match "
+                f"(missing {sorted(missing)}, unexpected {sorted(unexpected)})"
+            )

@@ -29,6 +29,7 @@ from actormem.events import (
     DeleteMessages,
     Event,
     GetMessages,
+    GetSize,
     GetState,
     LoadState,
     MemoryCleared,
@@ -87,6 +88,8 @@ class ShortTermMemoryActor(SupervisedActor):
                 return self._add(msgs)
             case GetMessages():
                 return self._version, list(self._msgs)
+            case GetSize():
+                return len(self._msgs)
             case DeleteMessages(indices=indices, ids=ids):
                 return self._delete(indices, ids)
             case ClearMessages():
