@@ -1,0 +1,184 @@
+"""Summarizers: the offline extractive one and the model one with timeout fallback."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from actormem.compress import (
+    AutoContextConfig,
+    EstimateTokenCounter,
+    ExtractiveSummarizer,
+    ModelSummarizer,
+    Summarizer,
+    render_transcript,
+)
+from actormem.messages import Msg
+from actormem.models.base import ModelError
+
+FILLER = [
+    "that sounds nice, thanks for telling me about it",
+    "haha yes I know what you mean",
+    "anyway how are things going on your side",
+    "it has been a long week but it is fine",
+]
+
+
+def _chat(facts: Sequence[str], filler: int = 60) -> list[Msg]:
+    msgs: list[Msg] = []
+    for i in range(filler):
+        text = FILLER[i % len(FILLER)]
+        msgs.append(Msg.user(text) if i % 2 == 0 else Msg.assistant(text))
+        if i % (filler // len(facts)) == 0 and i // (filler // len(facts)) < len(facts):
+            msgs.append(Msg.user(facts[i // (filler // len(facts))]))
+    return msgs
+
+
+FACTS = [
+    "Maria Lopez moved to Porto on 12 March 2023.",
+    "The deploy failed with error E4021 on the payments service.",
+    "We decided to switch the database to Postgres 16 next week.",
+    "Todo: Kenji needs to renew the TLS certificate before June 30.",
+]
+
+
+def test_extractive_keeps_informative_sentences_in_order() -> None:
+    s = ExtractiveSummarizer()
+    out = s.summarize(_chat(FACTS), target_tokens=90, instruction="")
+    assert out.summarizer == "extractive" and not out.fallback
+    for fact in FACTS:
+        assert fact in out.text
+    positions = [out.text.index(f) for f in FACTS]
+    assert positions == sorted(positions)
+    assert "haha" not in out.text
+    assert EstimateTokenCounter().count(out.text) <= 90 + 20  # speaker labels add a little
+    assert isinstance(s, Summarizer)
+
+
+def test_extractive_is_deterministic_and_handles_edges() -> None:
+    s = ExtractiveSummarizer()
+    msgs = _chat(FACTS)
+    assert (
+        s.summarize(msgs, target_tokens=50, instruction="").text
+        == s.summarize(msgs, target_tokens=50, instruction="").text
+    )
+    assert s.summarize([], target_tokens=50, instruction="").text == ""
+    huge = Msg.user("word " * 5000 + ". Final note: Ana paid 300 EUR on 2024-05-01.")
+    out = s.summarize([huge], target_tokens=10, instruction="")
+    assert out.text  # at least one (clipped) sentence
+    tool = Msg.tool_call("search", {"q": "flights to Lisbon"}, call_id="c1")
+    res = Msg.tool_result("c1", "Error: upstream timeout after 30 s", is_error=True)
+    out = s.summarize([tool, res], target_tokens=80, instruction="")
+    assert "search" in out.text and "failed" in out.text and "timeout" in out.text
+
+
+def test_extractive_speed_on_1000_messages() -> None:
+    msgs = _chat(FACTS, filler=1000)
+    msgs += [
+        Msg.assistant(f"Step {i}: processed batch {i * 7} for client Acme in {i % 9} ms.")
+        for i in range(200)
+    ]
+    s = ExtractiveSummarizer()
+    t0 = time.perf_counter()
+    s.summarize(msgs, target_tokens=500, instruction="")
+    assert (
+        time.perf_counter() - t0 < 1.0
+    )  # generous bound for slow CI; the bench reports real figures
+
+
+def test_render_transcript_clips_and_labels() -> None:
+    msgs = [
+        Msg.user("hi", name="Ana"),
+        Msg.tool_call("grep", {"pattern": "TODO"}, call_id="c1"),
+        Msg.tool_result("c1", "a" * 10_000),
+    ]
+    text = render_transcript(msgs, max_chars=1200)
+    assert "[Ana (user)] hi" in text
+    assert "called grep" in text
+    assert "grep returned" in text
+    assert len(text) < 2000
+
+
+class FakeModel:
+    """A chat model double: answers, sleeps, or fails."""
+
+    name = "fake"
+
+    def __init__(
+        self, reply: str = "", *, sleep: float = 0.0, error: Exception | None = None
+    ) -> None:
+        self.reply, self.sleep, self.error = reply, sleep, error
+        self.calls: list[tuple[Sequence[Msg], float | None]] = []
+        self.released = threading.Event()
+
+    def chat(
+        self, messages: Sequence[Msg], *, tools: Any = None, timeout: float | None = None
+    ) -> Msg:
+        self.calls.append((messages, timeout))
+        if self.sleep:
+            self.released.wait(self.sleep)  # ignores its timeout, like a hung HTTP call
+        if self.error:
+            raise self.error
+        return Msg.assistant(self.reply)
+
+    async def achat(
+        self, messages: Sequence[Msg], *, tools: Any = None, timeout: float | None = None
+    ) -> Msg:
+        return self.chat(messages, tools=tools, timeout=timeout)
+
+
+def test_model_summarizer_uses_model_and_prompt() -> None:
+    model = FakeModel("The user, Maria Lopez, moved to Porto on 12 March 2023.")
+    cfg = AutoContextConfig(model_timeout=5)
+    s = ModelSummarizer(model, cfg)
+    out = s.summarize(
+        _chat(FACTS), target_tokens=100, instruction=cfg.prompt_for("summarize_rounds")
+    )
+    assert out.summarizer == "model:fake" and not out.fallback
+    assert out.text.startswith("The user")
+    ((prompt, timeout),) = model.calls
+    assert timeout == 5
+    assert prompt[0].role == "system" and "third person" in prompt[0].text
+    assert "words" in prompt[0].text
+    assert "Maria Lopez" in prompt[1].text
+
+
+def test_model_summarizer_times_out_and_falls_back() -> None:
+    model = FakeModel("late", sleep=10)
+    s = ModelSummarizer(model, AutoContextConfig(model_timeout=0.2))
+    t0 = time.perf_counter()
+    with capture_logs() as logs:
+        out = s.summarize(_chat(FACTS), target_tokens=90, instruction="Summarize.")
+    elapsed = time.perf_counter() - t0
+    model.released.set()
+    assert elapsed < 2.0
+    assert out.fallback and out.summarizer == "extractive"
+    assert "TimeoutError" in out.error and "0.2" in out.error
+    assert FACTS[0] in out.text
+    assert any(e["event"] == "summarizer_fallback" and e["log_level"] == "warning" for e in logs)
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        (FakeModel(error=ModelError("HTTP 503")), "ModelError: HTTP 503"),
+        (FakeModel(error=TimeoutError("read timeout")), "TimeoutError"),
+        (FakeModel("   "), "empty summary"),
+    ],
+)
+def test_model_summarizer_falls_back_on_errors(model: FakeModel, needle: str) -> None:
+    out = ModelSummarizer(model, AutoContextConfig(model_timeout=2)).summarize(
+        _chat(FACTS), target_tokens=90, instruction="Summarize."
+    )
+    assert out.fallback and needle in out.error
+    assert out.summarizer == "extractive" and FACTS[1] in out.text
+
+
+def test_model_summarizer_rejects_bad_timeout() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        ModelSummarizer(FakeModel("x"), timeout=0)
