@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from actormem import MemoryRuntime, Msg
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "actormem.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_demo_saves_and_restores_a_session_offline(tmp_path: Path) -> None:
+    r = run("demo", "--dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "MessageAdded" in r.stdout and "SessionSaved" in r.stdout and "SessionLoaded" in r.stdout
+    assert "every message restored with its id: True" in r.stdout
+    assert (tmp_path / "demo.json").is_file()
+    assert r.stderr == ""
+
+
+def test_sessions_list_show_delete(tmp_path: Path) -> None:
+    with MemoryRuntime(session_dir=tmp_path) as rt:
+        rt.add([Msg.user("remember the milk"), Msg.assistant("ok")])
+        rt.save_session("s1")
+    listed = run("sessions", "list", "--dir", str(tmp_path), "--json")
+    assert listed.returncode == 0
+    assert [i["session_id"] for i in json.loads(listed.stdout)] == ["s1"]
+    shown = run("sessions", "show", "s1", "--dir", str(tmp_path))
+    assert shown.returncode == 0 and "remember the milk" in shown.stdout
+    as_json = run("sessions", "show", "s1", "--dir", str(tmp_path), "--json")
+    msgs = json.loads(as_json.stdout)["runtime"]["short_term"]["messages"]
+    assert [m["content"][0]["text"] for m in msgs] == ["remember the milk", "ok"]
+    assert run("sessions", "delete", "s1", "--dir", str(tmp_path)).returncode == 0
+    assert not (tmp_path / "s1.json").exists()
+
+
+def test_errors_are_one_clear_line(tmp_path: Path) -> None:
+    r = run("sessions", "show", "../etc", "--dir", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr.startswith("actormem: error: session id '../etc' would leave")
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "bad.json").write_text("{oops")
+    r = run("sessions", "show", "bad", "--dir", str(tmp_path))
+    assert r.returncode == 2 and "corrupt or not JSON" in r.stderr
+    r = run("sessions", "delete", "nope", "--dir", str(tmp_path))
+    assert r.returncode == 2 and "no session 'nope'" in r.stderr
+    r = run("--debug", "sessions", "show", "bad", "--dir", str(tmp_path))
+    assert r.returncode != 0 and "Traceback" in r.stderr
