@@ -290,13 +290,15 @@ def _run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
 # -- Tool ---------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Tool:
     """A function that a model can call, with the JSON schema of its arguments.
 
     Build one with :func:`tool` or :meth:`Tool.from_function`; constructing it
     directly lets you give a hand-written ``parameters`` schema (arguments
-    are still validated against the function's signature).
+    are still validated against the function's signature).  For a method,
+    wrap the bound method (``Tool.from_function(obj.method)``) so that
+    ``self`` is not a parameter.  Tools compare and hash by identity.
 
     Attributes:
         name: the name the model calls it by (``[A-Za-z0-9_-]{1,64}``).

@@ -118,6 +118,14 @@ class OpenAIChatModel:
             raise ValueError(f"timeout must be positive, got {timeout}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        try:
+            scheme = httpx.URL(base_url).scheme
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"invalid base_url: {exc}") from None
+        if scheme not in ("http", "https"):
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {_safe_url(base_url)!r}"
+            )
         root = base_url.rstrip("/")
         self.url = root if root.endswith("/chat/completions") else root + "/chat/completions"
         self.base_url = base_url
@@ -330,7 +338,7 @@ class OpenAIChatModel:
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout)
+                self._client = httpx.Client(timeout=self.timeout, follow_redirects=True)
             return self._client
 
     @contextlib.asynccontextmanager
@@ -338,7 +346,7 @@ class OpenAIChatModel:
         if self._async_client is not None:
             yield self._async_client
         else:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
                 yield client
 
     def _send(self, body: bytes, timeout: float | None, *, stream: bool) -> httpx.Response:
@@ -354,6 +362,8 @@ class OpenAIChatModel:
                 )
                 try:
                     response = client.send(request, stream=stream)
+                except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+                    raise self._error(f"cannot send the request: {exc}") from None
                 except httpx.TransportError as exc:
                     raise _Retry(_describe(exc, attempt_timeout)) from None
                 if response.status_code >= 400:
@@ -380,6 +390,8 @@ class OpenAIChatModel:
                 )
                 try:
                     response = await client.send(request, stream=stream)
+                except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
+                    raise self._error(f"cannot send the request: {exc}") from None
                 except httpx.TransportError as exc:
                     raise _Retry(_describe(exc, attempt_timeout)) from None
                 if response.status_code >= 400:
@@ -494,7 +506,8 @@ class OpenAIChatModel:
             raise self._error("choices[0] of the reply has no message object")
         try:
             msg = from_openai({**message, "role": message.get("role") or "assistant"})
-        except MessageError as exc:
+        except (MessageError, AttributeError, TypeError, ValueError) as exc:
+            # from_openai lets AttributeError escape for a non-object "function".
             raise self._error(f"the reply message is unusable: {exc}") from None
         if msg.role != "assistant":
             raise self._error(f"the reply message has role {msg.role!r}, expected 'assistant'")

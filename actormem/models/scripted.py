@@ -50,7 +50,7 @@ log = structlog.get_logger(__name__)
 
 #: A function that writes a reply from the conversation and the offered tools.
 ScriptFn: TypeAlias = Callable[
-    [Sequence[Msg], Sequence[ToolSpec] | None], "Msg | str | Awaitable[Msg | str]"
+    [Sequence[Msg], Sequence[ToolSpec] | None], Msg | str | Awaitable[Msg | str]
 ]
 
 
@@ -72,7 +72,7 @@ class Hang:
 
 
 #: One entry of a script.
-ScriptStep: TypeAlias = "Msg | str | ScriptFn | BaseException | type[BaseException] | Hang"
+ScriptStep: TypeAlias = Msg | str | ScriptFn | BaseException | type[BaseException] | Hang
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import email.utils
 import json
 import socket
 import threading
@@ -35,6 +36,7 @@ class Reply:
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     delay: float = 0.0
     sse: list[str] | None = None  # data payloads of a text/event-stream reply
+    drop: bool = False  # close the connection without answering
 
 
 @dataclasses.dataclass
@@ -66,7 +68,7 @@ class FakeServer:
                     Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 )
                 reply = server.replies.popleft() if server.replies else Reply(500, "no reply")
-                if reply.delay and server.stop.wait(reply.delay):
+                if reply.drop or (reply.delay and server.stop.wait(reply.delay)):
                     return
                 # The client may have given up (timeout tests).
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -306,6 +308,19 @@ def test_connection_refused_is_retried_then_reported() -> None:
     assert "gave up after 2 attempt(s)" in str(info.value)
 
 
+def test_dropped_connection_is_retried_and_http_date_retry_after(server: FakeServer) -> None:
+    past = email.utils.formatdate(time.time() - 60, usegmt=True)
+    server.add(
+        Reply(drop=True),
+        Reply(503, "later", headers={"Retry-After": past}),
+        Reply(body=completion("back")),
+    )
+    with capture_logs() as logs:
+        assert make(server).chat([Msg.user("hi")]).text == "back"
+    reasons = [e["reason"] for e in logs if e["event"] == "model_retry"]
+    assert "RemoteProtocolError" in reasons[0] and "HTTP 503" in reasons[1]
+
+
 def test_retry_after_longer_than_max_backoff_fails_at_once(server: FakeServer) -> None:
     server.add(Reply(429, "quota", headers={"Retry-After": "120"}), Reply(body=completion()))
     start = time.monotonic()
@@ -337,6 +352,14 @@ def test_malformed_json_is_a_model_error(server: FakeServer) -> None:
         (
             completion(None, tool_calls=[{"id": "x", "function": {"name": "f", "arguments": "{"}}]),
             "the reply message is unusable: malformed OpenAI tool call",
+        ),
+        (
+            completion(None, tool_calls=[{"id": "x", "function": "f"}]),
+            "the reply message is unusable",
+        ),
+        (
+            {"choices": [{"message": {"role": "tool", "tool_call_id": "x", "content": "?"}}]},
+            "the reply message has role 'tool', expected 'assistant'",
         ),
     ],
 )
@@ -488,6 +511,8 @@ def test_constructor_validation() -> None:
         OpenAIChatModel("http://x/v1", "m", timeout=0)
     with pytest.raises(ValueError, match="max_retries"):
         OpenAIChatModel("http://x/v1", "m", max_retries=-1)
+    with pytest.raises(ValueError, match="must start with http:// or https://"):
+        OpenAIChatModel("localhost:8000/v1", "m")
 
 
 def test_close_keeps_a_client_passed_in(server: FakeServer) -> None:
