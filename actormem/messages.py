@@ -318,10 +318,18 @@ def to_openai(msgs: Iterable[Msg]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for m in msgs:
-        if m.role == "tool" or (m.tool_results and m.role != "assistant"):
-            for r in m.tool_results:
-                out.append({"role": "tool", "tool_call_id": r.tool_use_id, "content": r.output})
-            continue
+        if m.tool_results and m.role != "assistant":
+            rest = [b for b in m.content if not isinstance(b, ToolResultBlock)]
+            extra = m.with_content(rest).text if rest and m.role == "tool" else ""
+            results = m.tool_results
+            for i, r in enumerate(results):
+                output = r.output + (f"\n{extra}" if extra and i == len(results) - 1 else "")
+                out.append({"role": "tool", "tool_call_id": r.tool_use_id, "content": output})
+            if m.role == "tool" or not rest:
+                continue
+            m = m.with_content(rest)  # a user's own text follows its tool results
+        if m.role == "tool":
+            raise MessageError(f"tool message {m.id!r} has no tool_result block to send")
         texts: list[str] = []
         images: list[ImageBlock] = []
         calls: list[dict[str, Any]] = []
@@ -408,7 +416,7 @@ def from_openai(item: dict[str, Any]) -> Msg:
             blocks.append(
                 ToolUseBlock(id=str(call.get("id") or new_id()), name=str(fn["name"]), input=args)
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MessageError(f"malformed OpenAI tool call {call!r}: {exc}") from None
     return Msg(role=cast(Role, role), content=tuple(blocks), name=str(item.get("name") or ""))
 

@@ -182,3 +182,18 @@ def test_from_openai_response_message_with_tool_calls() -> None:
     )
     assert m.tool_uses == (ToolUseBlock(id="call_9", name="add", input={"a": 2}),)
     assert msgspec.json.decode(m.to_json())["content"][0]["type"] == "tool_use"
+
+
+def test_to_openai_never_drops_content() -> None:
+    mixed = Msg(
+        role="tool", content=(ToolResultBlock(tool_use_id="c", output="42"), TextBlock("note"))
+    )
+    assert to_openai([mixed]) == [{"role": "tool", "tool_call_id": "c", "content": "42\nnote"}]
+    user = Msg(
+        role="user", content=(ToolResultBlock(tool_use_id="c", output="r"), TextBlock("and?"))
+    )
+    assert [w["role"] for w in to_openai([user])] == ["tool", "user"]
+    with pytest.raises(MessageError, match="no tool_result"):
+        to_openai([Msg(role="tool", content=(TextBlock("orphan"),))])
+    with pytest.raises(MessageError, match="malformed"):
+        from_openai({"role": "assistant", "tool_calls": [{"id": "x", "function": "f"}]})

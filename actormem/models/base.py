@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from actormem.messages import Msg
 
-__all__ = ["ChatModel", "Embedder", "ModelError", "ToolSpec"]
+__all__ = ["ChatModel", "Embedder", "ModelError", "ModelTimeoutError", "ToolSpec"]
 
 #: A tool definition in the OpenAI function-calling format:
 #: ``{"type": "function", "function": {"name", "description", "parameters"}}``.
@@ -26,6 +26,10 @@ ToolSpec = dict[str, Any]
 
 class ModelError(RuntimeError):
     """A model call failed (after retries) or returned something unusable."""
+
+
+class ModelTimeoutError(ModelError, TimeoutError):
+    """A model call did not answer within its timeout."""
 
 
 @runtime_checkable
