@@ -289,6 +289,10 @@ class _View:
                 round_start = i
                 break
         self.round_start = round_start
+        #: index of the user message that opened the current round, or -1
+        self.opening = (
+            round_start if round_start < n and _is_user_turn(self.msgs[round_start]) else -1
+        )
         names = _tool_names(self.msgs)
         self.protected = [is_protected(m, config, names) for m in self.msgs]
         # safe[c]: a span may begin or end at boundary c (just before message c)
@@ -683,7 +687,7 @@ def summarize_rounds(
         while cut > v.head and not v.safe[cut]:
             cut -= 1
     edit = _Edit(v, "summarize_rounds")
-    exclude = frozenset({v.round_start}) if _is_user_turn(v.msgs[v.round_start]) else frozenset()
+    exclude = frozenset({v.opening}) if v.opening >= 0 else frozenset()
     for span in v.segments(v.head, cut, exclude=exclude):
         if len(span) == 1 and v.msgs[span.start].metadata.get("actormem") == SUMMARY:
             continue
@@ -785,7 +789,7 @@ def compress_current_round(
     n = len(v.msgs)
     if n == 0 or _round_tokens(v) < config.min_compression_tokens:
         return None
-    start = v.round_start + 1 if _is_user_turn(v.msgs[v.round_start]) else v.round_start
+    start = v.opening + 1 if v.opening >= 0 else v.round_start
     edit = _Edit(v, "compress_current_round")
     for span in v.segments(start, n - 1):
         if len(span) < 2:
