@@ -33,7 +33,17 @@ import structlog
 from reactivex import abc as rx_abc
 
 from actormem.actors._supervisor import Supervisor
+from actormem.actors.autocontext import (
+    AUTOCONTEXT,
+    AutoContextActor,
+    CompressNow,
+    CompressorState,
+    GetHistory,
+    ReloadOffload,
+    context_reload_tool,
+)
 from actormem.actors.short_term import SHORT_TERM, ShortTermMemoryActor, ShortTermState
+from actormem.compress import AutoContextConfig, CompressionOutcome, render_transcript
 from actormem.events import (
     AddMessages,
     ClearMessages,
@@ -43,10 +53,15 @@ from actormem.events import (
     GetSize,
     GetState,
     LoadState,
+    MemoryCleared,
+    MessageAdded,
+    MessagesDeleted,
+    MessagesReplaced,
     SessionLoaded,
     SessionSaved,
 )
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
+from actormem.models.base import ChatModel, ToolSpec
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession
 from actormem.state import StateError, StateModule
 from actormem.streams import EventBus
@@ -111,6 +126,10 @@ class MemoryRuntime(StateModule):
 
     Args:
         session_dir: folder of JSON session files (default ``sessions/``).
+        autocontext: run the AutoContext compressor: True for the default
+            budget, or an :class:`~actormem.compress.AutoContextConfig`.
+        model: the chat model the compressor summarizes with (the offline
+            extractive summarizer when None).
         max_msg_bytes: messages larger than this (JSON) are refused.
         max_restarts: supervised restarts allowed per actor per minute.
 
@@ -126,6 +145,8 @@ class MemoryRuntime(StateModule):
         self,
         *,
         session_dir: str | os.PathLike[str] = DEFAULT_SESSIONS_DIR,
+        autocontext: AutoContextConfig | bool = False,
+        model: ChatModel | None = None,
         max_msg_bytes: int = DEFAULT_MAX_MSG_BYTES,
         max_restarts: int = 5,
     ) -> None:
@@ -143,6 +164,24 @@ class MemoryRuntime(StateModule):
         )
         self._stm: Supervisor = stm
         self.short_term = ActorStateModule(stm, ShortTermState, SHORT_TERM)
+        self._compressor: Supervisor | None = None
+        self._compressor_feed: rx_abc.DisposableBase | None = None
+        if autocontext:
+            config = (
+                autocontext if isinstance(autocontext, AutoContextConfig) else AutoContextConfig()
+            )
+            comp = Supervisor(
+                AUTOCONTEXT,
+                lambda sup, state: AutoContextActor.start(sup, publish, stm, config, model, state),
+                publish,
+                max_restarts=max_restarts,
+            )
+            self._compressor = comp
+            self.autocontext = ActorStateModule(comp, CompressorState, AUTOCONTEXT)
+            feed_types = (MessageAdded, MessagesReplaced, MessagesDeleted, MemoryCleared)
+            self._compressor_feed = self.bus.observable(
+                lambda e: e.source == SHORT_TERM and isinstance(e, feed_types), name=AUTOCONTEXT
+            ).subscribe(comp.tell)
 
     @property
     def component_name(self) -> str:
@@ -230,6 +269,55 @@ class MemoryRuntime(StateModule):
         """Remove every working message; return how many there were."""
         return int(self._stm.ask(ClearMessages()))
 
+    # -- compression ----------------------------------------------------------------
+
+    def _need_compressor(self) -> Supervisor:
+        if self._compressor is None:
+            raise RuntimeError(
+                "this runtime has no compressor: create it with MemoryRuntime(autocontext=True)"
+            )
+        return self._compressor
+
+    def compress_now(self, timeout: float | None = 120.0) -> CompressionOutcome | None:
+        """Run a compression pass now if the context is over budget, and wait for it.
+
+        Returns:
+            The outcome, or None when the context was within budget.
+        """
+        result: CompressionOutcome | None = self._need_compressor().ask(CompressNow(), timeout)
+        return result
+
+    def reload(self, offload_id: str) -> list[Msg]:
+        """The original messages behind an offload id (from a summary or reference).
+
+        Raises:
+            OffloadNotFoundError: no offload has that id.
+        """
+        return list(self._need_compressor().ask(ReloadOffload(offload_id=offload_id)))
+
+    def context_reload(self, offload_id: str) -> str:
+        """The ``context_reload`` tool: the originals rendered as a transcript.
+
+        Unknown ids give an error message (for the model) instead of raising.
+        """
+        try:
+            msgs = self.reload(offload_id)
+        except KeyError as exc:
+            return f"Error: {exc}"
+        return f"Original content of {offload_id} ({len(msgs)} message(s)):\n" + render_transcript(
+            msgs
+        )
+
+    def history(self) -> list[Msg]:
+        """The whole conversation as it was added, compressed parts expanded."""
+        if self._compressor is None:
+            return self.messages()
+        return list(self._compressor.ask(GetHistory()))
+
+    def tools(self) -> list[ToolSpec]:
+        """The tool definitions the agent should offer the model for this runtime."""
+        return [context_reload_tool()] if self._compressor is not None else []
+
     # -- sessions -------------------------------------------------------------------
 
     def save_session(self, session_id: str) -> Path:
@@ -309,13 +397,32 @@ class MemoryRuntime(StateModule):
     @property
     def restart_count(self) -> int:
         """Supervised restarts so far, over every actor."""
-        return self._stm.restart_count
+        return sum(s.restart_count for s in self._supervisors())
+
+    def _supervisors(self) -> list[Supervisor]:
+        return [s for s in (self._stm, self._compressor) if s is not None]
+
+    def _check_keys(self, keys: Any, strict: bool) -> None:
+        # Components this runtime does not run (a compressor's state in a session
+        # loaded without one) are ignored; its own must be present when strict.
+        known = {SHORT_TERM, AUTOCONTEXT}
+        unexpected = set(keys) - known
+        missing = {SHORT_TERM} - set(keys) if strict else set()
+        if unexpected or missing:
+            raise StateError(
+                f"runtime state keys do not match (missing {sorted(missing)}, "
+                f"unexpected {sorted(unexpected)})"
+            )
 
     def close(self) -> None:
         """Stop the actors (after they handle what is queued) and complete the streams."""
         if self._closed:
             return
         self._closed = True
+        if self._compressor_feed is not None:
+            self._compressor_feed.dispose()
+        if self._compressor is not None:
+            self._compressor.stop()
         self._stm.stop()
         self.bus.close()
 
