@@ -121,7 +121,7 @@ def check(msgs: list[Msg], config: AutoContextConfig, out: CompressionOutcome) -
     # tool pairs: never separated, never orphaned
     uses0, results0 = _pairs(msgs)
     uses1, results1 = _pairs(final)
-    for call_id, at in uses0.items():
+    for call_id in uses0:
         if call_id in results0:  # answered: both present or both gone
             assert (call_id in uses1) == (call_id in results1), call_id
             if call_id in uses1:

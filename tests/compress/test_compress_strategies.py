@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from compress_helpers import conversation, tool_pair
-
 from actormem.compress import (
     OFFLOADED,
     SUMMARIZED,
@@ -22,6 +20,27 @@ from actormem.compress import (
     tool_runs,
 )
 from actormem.messages import Msg, OffloadRefBlock, ToolResultBlock, ToolUseBlock
+
+
+def tool_pair(name: str, output: str, *, call_id: str, **args: object) -> list[Msg]:
+    """An assistant tool call and its result."""
+    call = Msg.tool_call(name, dict(args), call_id=call_id)
+    return [call, Msg.tool_result(call_id, output, name=name)]
+
+
+def conversation(rounds: int, *, tools_per_round: int = 0, big: int = 0) -> list[Msg]:
+    """A system prompt, then ``rounds`` of user question, tool calls and answer."""
+    msgs = [Msg.system("You are a careful assistant.")]
+    for r in range(rounds):
+        msgs.append(Msg.user(f"Round {r}: please check ticket T-{100 + r} for Dana Smith."))
+        for k in range(tools_per_round):
+            out = "x" * big if big else f"ticket T-{100 + r} status open, step {k}"
+            msgs += tool_pair("lookup", out, call_id=f"c{r}_{k}", ticket=f"T-{100 + r}")
+        msgs.append(
+            Msg.assistant(f"Ticket T-{100 + r} is open; Dana Smith owns it since May {r % 28 + 1}.")
+        )
+    return msgs
+
 
 COUNTER = EstimateTokenCounter()
 SUMM = ExtractiveSummarizer(COUNTER)
@@ -255,10 +274,12 @@ def test_compress_count_trigger_reaches_budget_without_touching_recent() -> None
     c = cfg(msg_threshold=40, last_keep=10)
     out = compress(msgs, c, SUMM, COUNTER)
     assert out.triggered and out.within_budget, out.reason
-    assert [a.strategy for a in out.applied][0] == "tool_runs"
+    assert out.applied[0].strategy == "tool_runs"
     assert all(a.strategy in {"tool_runs", "offload_old", "summarize_rounds"} for a in out.applied)
     final = out.apply(msgs)
-    assert final[-10:] == msgs[-10:] and all(a is b for a, b in zip(final[-10:], msgs[-10:]))
+    assert final[-10:] == msgs[-10:] and all(
+        a is b for a, b in zip(final[-10:], msgs[-10:], strict=True)
+    )
     assert len(final) == out.messages_after < 40
     assert out.tokens_after == COUNTER.count_msgs(final)
     assert set(out.offloads) == {i for a in out.applied for i in a.offload_ids}
