@@ -1,0 +1,417 @@
+"""Embedders: texts in, an ``(n, dim)`` L2-normalised float32 matrix out.
+
+Three implementations of :class:`actormem.models.base.Embedder`:
+
+* :class:`WordLlamaEmbedder` -- the default.  A 256-d static embedding model
+  that ships inside the ``wordllama`` wheel, built from the packaged
+  tokenizer and weights (``WordLlama.load()`` would look in the wrong folder
+  and then try the network).  The model loads lazily, once per process, and is
+  shared by every instance.
+* :class:`OpenAIEmbedder` -- any OpenAI-compatible ``/embeddings`` endpoint
+  over HTTP, with a timeout and retries on 429 / 5xx.  The API key is sent in
+  the ``Authorization`` header and never logged.
+* :class:`HashEmbedder` -- a tiny deterministic embedder (hashed word and
+  character-trigram features).  No model, no network; meant for tests and
+  quick experiments, not for quality.
+
+Every embedder returns rows that are finite and L2-normalised (zero rows, e.g.
+for an empty text, stay zero).  :func:`normalise_rows` and
+:func:`check_embeddings` are shared helpers for implementations and callers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.models.base import ModelError
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "HashEmbedder",
+    "OpenAIEmbedder",
+    "WordLlamaEmbedder",
+    "check_embeddings",
+    "default_embedder",
+    "normalise_rows",
+]
+
+log = structlog.get_logger(__name__)
+
+FloatMatrix = npt.NDArray[np.float32]
+
+
+def normalise_rows(matrix: npt.ArrayLike) -> FloatMatrix:
+    """Return ``matrix`` as C-contiguous float32 with unit-length rows.
+
+    Rows whose norm is zero stay zero (an empty text has no direction).
+
+    Args:
+        matrix: A 2-D array-like of numbers.
+
+    Returns:
+        A new float32 array of the same shape.
+    """
+    arr = np.array(matrix, dtype=np.float32, copy=True, order="C")
+    if arr.ndim != 2:
+        raise ModelError(f"embeddings must be a 2-D matrix, got shape {arr.shape}")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    np.divide(arr, norms, out=arr, where=norms > 0)
+    return arr
+
+
+def check_embeddings(matrix: object, n: int, dim: int, *, source: str = "embedder") -> FloatMatrix:
+    """Validate what an embedder returned and return it as float32.
+
+    Args:
+        matrix: The value returned by ``Embedder.embed``.
+        n: The number of texts that were embedded.
+        dim: The dimension the caller expects.
+        source: A name for the embedder, used in error messages.
+
+    Returns:
+        ``matrix`` as a C-contiguous float32 ``(n, dim)`` array.
+
+    Raises:
+        ModelError: The value is not an ``(n, dim)`` numeric matrix, or holds
+            NaN or infinite values.
+    """
+    if not isinstance(matrix, np.ndarray):
+        raise ModelError(f"{source} returned {type(matrix).__name__}, expected a numpy array")
+    if matrix.shape != (n, dim):
+        raise ModelError(f"{source} returned shape {matrix.shape}, expected ({n}, {dim})")
+    if not np.issubdtype(matrix.dtype, np.number):
+        raise ModelError(f"{source} returned dtype {matrix.dtype}, expected float32")
+    arr = np.ascontiguousarray(matrix, dtype=np.float32)
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
+        raise ModelError(f"{source} returned NaN or infinite values (first in row {bad})")
+    return arr
+
+
+# -- WordLlama -------------------------------------------------------------------
+
+
+_WL_LOCK = threading.Lock()
+_WL_MODEL: Any = None
+_WL_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
+_WL_WEIGHTS = "weights/l2_supercat_256.safetensors"
+
+
+def _load_wordllama() -> Any:
+    """Build the packaged WordLlama model once per process (thread-safe)."""
+    global _WL_MODEL
+    with _WL_LOCK:
+        if _WL_MODEL is not None:
+            return _WL_MODEL
+        started = time.perf_counter()
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+            from wordllama.inference import WordLlamaInference
+
+            root = resources.files("wordllama")
+            with resources.as_file(root / _WL_TOKENIZER) as tok_path:
+                tokenizer = Tokenizer.from_file(str(tok_path))
+            with resources.as_file(root / _WL_WEIGHTS) as weights_path:
+                weights = load_file(str(weights_path))
+            embedding = np.asarray(weights["embedding.weight"], dtype=np.float32)
+            _WL_MODEL = WordLlamaInference(embedding, tokenizer)
+        except Exception as exc:  # import errors, missing files, bad weights
+            raise ModelError(f"could not load the bundled WordLlama model: {exc}") from exc
+        log.debug(
+            "wordllama.loaded",
+            dim=int(embedding.shape[1]),
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        return _WL_MODEL
+
+
+class WordLlamaEmbedder:
+    """The bundled 256-d WordLlama embedder (offline, no configuration).
+
+    The model is built lazily on the first :meth:`embed` call and shared by all
+    instances in the process.
+
+    Attributes:
+        name: ``"wordllama-l2-supercat-256"``; stored in the store's metadata to
+            detect an embedder change.
+        dim: 256.
+    """
+
+    name: str = "wordllama-l2-supercat-256"
+    dim: int = 256
+
+    def __init__(self, *, batch_size: int = 256) -> None:
+        """Create the embedder (loading happens on first use).
+
+        Args:
+            batch_size: Texts per inference batch inside WordLlama.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self._batch_size = batch_size
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed ``texts`` into an ``(len(texts), 256)`` float32 matrix.
+
+        Args:
+            texts: The texts; each must be a ``str``.
+
+        Returns:
+            L2-normalised rows, one per text.
+
+        Raises:
+            TypeError: An item is not a string.
+            ModelError: The model could not be loaded or returned bad values.
+        """
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = _load_wordllama()
+        raw = model.embed(items, norm=False, return_np=True, batch_size=self._batch_size)
+        out = check_embeddings(np.asarray(raw), len(items), self.dim, source=self.name)
+        return normalise_rows(out)
+
+    def __repr__(self) -> str:
+        return f"WordLlamaEmbedder(name={self.name!r}, dim={self.dim})"
+
+
+# -- Hash embedder (tests) ----------------------------------------------------------
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """A deterministic embedder from hashed word and trigram features.
+
+    Texts that share words get similar vectors, which is enough for tests of
+    search plumbing; it does not understand meaning.  Fast and dependency-free.
+
+    Attributes:
+        name: ``"hash-<dim>"``.
+        dim: The vector size.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        """Create the embedder.
+
+        Args:
+            dim: Vector size (>= 8).
+        """
+        if dim < 8:
+            raise ValueError("dim must be >= 8")
+        self.dim = dim
+        self.name = f"hash-{dim}"
+
+    def _features(self, text: str) -> list[tuple[int, float]]:
+        """(bucket, signed weight) pairs for the words and trigrams of ``text``."""
+        feats: list[tuple[int, float]] = []
+        for word in _WORD_RE.findall(text.casefold()):
+            feats.append(self._bucket("w:" + word, 1.0))
+            padded = f"#{word}#"
+            for i in range(len(padded) - 2):
+                feats.append(self._bucket("t:" + padded[i : i + 3], 0.3))
+        return feats
+
+    def _bucket(self, token: str, weight: float) -> tuple[int, float]:
+        value = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+        return value % self.dim, weight if (value >> 40) & 1 else -weight
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed ``texts`` (see class docstring).
+
+        Raises:
+            TypeError: An item is not a string.
+        """
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        for row, text in enumerate(items):
+            for bucket, weight in self._features(text):
+                out[row, bucket] += weight
+        return normalise_rows(out)
+
+    def __repr__(self) -> str:
+        return f"HashEmbedder(dim={self.dim})"
+
+
+# -- OpenAI-compatible HTTP ------------------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible embeddings endpoint (``POST {base_url}/embeddings``).
+
+    Retries on connection errors, timeouts, HTTP 429 and 5xx with exponential
+    backoff (honouring ``Retry-After`` when the server sends it), then raises
+    :class:`ModelError`.  Other 4xx answers fail at once.  The API key is never
+    logged and never appears in ``repr``.
+
+    Attributes:
+        name: ``"openai:<model>"``; stored in the store's metadata.
+        dim: The vector size the server returns for ``model``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dim: int,
+        base_url: str = "https://api.openai.com/v1",
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        batch_size: int = 256,
+        send_dimensions: bool = False,
+        client: httpx.Client | None = None,
+    ) -> None:
+        """Configure the adapter.
+
+        Args:
+            model: The model name sent in each request.
+            dim: The expected vector size; answers of another size are an error.
+            base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``.
+            api_key: Sent as ``Authorization: Bearer <key>`` when given.
+            timeout: Seconds per HTTP request.
+            max_retries: Extra attempts after the first on retryable failures.
+            backoff: Base delay in seconds; doubles with each retry.
+            batch_size: Texts per request.
+            send_dimensions: Also send ``"dimensions": dim`` (for models that
+                can shorten their vectors).
+            client: An ``httpx.Client`` to use instead of creating one.
+        """
+        if not model:
+            raise ValueError("model must be a non-empty string")
+        if dim < 1:
+            raise ValueError("dim must be >= 1")
+        if batch_size < 1 or max_retries < 0 or timeout <= 0:
+            raise ValueError("batch_size >= 1, max_retries >= 0 and timeout > 0 are required")
+        import httpx
+
+        self.name = f"openai:{model}"
+        self.dim = dim
+        self._model = model
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._backoff = backoff
+        self._batch_size = batch_size
+        self._send_dimensions = send_dimensions
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        """Close the HTTP client (if this adapter created it)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> OpenAIEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(model={self._model!r}, dim={self.dim}, url={self._url!r})"
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        """Embed ``texts`` with the remote model, ``batch_size`` texts per request.
+
+        Raises:
+            TypeError: An item is not a string.
+            ModelError: The server failed after retries, or answered with
+                malformed, wrong-sized or non-finite vectors.
+        """
+        items = _check_texts(texts)
+        parts = [
+            self._embed_batch(items[i : i + self._batch_size])
+            for i in range(0, len(items), self._batch_size)
+        ]
+        if not parts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalise_rows(np.concatenate(parts, axis=0))
+
+    def _embed_batch(self, batch: list[str]) -> FloatMatrix:
+        import httpx
+
+        payload: dict[str, Any] = {"model": self._model, "input": batch}
+        if self._send_dimensions:
+            payload["dimensions"] = self.dim
+        attempt = 0
+        while True:
+            delay = self._backoff * (2**attempt)
+            try:
+                resp = self._client.post(
+                    self._url, json=payload, headers=self._headers, timeout=self._timeout
+                )
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code == 200:
+                    return self._parse(resp, len(batch))
+                if resp.status_code != 429 and resp.status_code < 500:
+                    raise ModelError(
+                        f"embeddings request to {self._url} failed with HTTP "
+                        f"{resp.status_code}: {resp.text[:200]}"
+                    )
+                reason = f"HTTP {resp.status_code}"
+                retry_after = resp.headers.get("Retry-After")
+                if retry_after is not None:
+                    with contextlib.suppress(ValueError):
+                        delay = max(delay, min(float(retry_after), 30.0))
+            if attempt >= self._max_retries:
+                raise ModelError(
+                    f"embeddings request to {self._url} failed after "
+                    f"{attempt + 1} attempts: {reason}"
+                )
+            log.warning(
+                "embedder.retry", url=self._url, attempt=attempt + 1, reason=reason, delay=delay
+            )
+            time.sleep(delay)
+            attempt += 1
+
+    def _parse(self, resp: httpx.Response, n: int) -> FloatMatrix:
+        try:
+            body = resp.json()
+            data = sorted(body["data"], key=lambda item: int(item.get("index", 0)))
+            rows = [item["embedding"] for item in data]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ModelError(f"malformed embeddings response from {self._url}: {exc}") from exc
+        if len(rows) != n:
+            raise ModelError(f"{self._url} returned {len(rows)} embeddings for {n} texts")
+        try:
+            matrix = np.asarray(rows, dtype=np.float32)
+        except (ValueError, TypeError) as exc:
+            raise ModelError(f"non-numeric embeddings from {self._url}: {exc}") from exc
+        return check_embeddings(matrix, n, self.dim, source=self.name)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a single string")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"text {i} is {type(text).__name__}, expected str")
+    return items
+
+
+def default_embedder() -> WordLlamaEmbedder:
+    """Return the default embedder (the bundled WordLlama model)."""
+    return WordLlamaEmbedder()

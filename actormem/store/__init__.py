@@ -1,0 +1,86 @@
+"""The long-term memory store: DuckDB file of record plus an in-memory hybrid index.
+
+Public API::
+
+    from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters
+
+    with DuckDBStore("memories.duckdb") as store:
+        ns = Namespace(user_id="u1", agent_id="assistant")
+        store.add(ns, "Alice prefers green tea", tags=("preference",))
+        hits = store.search("what does Alice drink?", Namespace(user_id="u1"))
+"""
+
+from __future__ import annotations
+
+from actormem.store._duckdb import DuckDBStore, content_hash, rich_progress
+from actormem.store._index import tokenize
+from actormem.store._protocol import MemoryStore, ProgressCallback
+from actormem.store._relevance import RelevanceWeights, decayed_relevance, relevance
+from actormem.store._schema import SCHEMA_VERSION
+from actormem.store._types import (
+    KINDS,
+    EmbedderMismatchError,
+    EmbeddingError,
+    ExportReport,
+    ForgetReport,
+    HistoryRecord,
+    ImportReport,
+    InvalidMemoryError,
+    MaintenanceReport,
+    MemoryNotFoundError,
+    MemoryRecord,
+    Namespace,
+    NamespaceError,
+    NamespaceStats,
+    NewMemory,
+    ReembedReport,
+    SchemaVersionError,
+    SearchConfig,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    WriteOp,
+    WriteResult,
+)
+
+__all__ = [
+    "KINDS",
+    "SCHEMA_VERSION",
+    "DuckDBStore",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "ExportReport",
+    "ForgetReport",
+    "HistoryRecord",
+    "ImportReport",
+    "InvalidMemoryError",
+    "MaintenanceReport",
+    "MemoryNotFoundError",
+    "MemoryRecord",
+    "MemoryStore",
+    "Namespace",
+    "NamespaceError",
+    "NamespaceStats",
+    "NewMemory",
+    "ProgressCallback",
+    "ReembedReport",
+    "RelevanceWeights",
+    "SchemaVersionError",
+    "SearchConfig",
+    "SearchFilters",
+    "SearchHit",
+    "SearchMode",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
+    "WriteOp",
+    "WriteResult",
+    "content_hash",
+    "decayed_relevance",
+    "relevance",
+    "rich_progress",
+    "tokenize",
+]

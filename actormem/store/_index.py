@@ -1,0 +1,644 @@
+"""The in-memory search index that sits beside the DuckDB file.
+
+DuckDB is the store of record; this index is a derived copy of the *live*
+memories (not deleted, not superseded), rebuilt from the file on open and
+updated by the store right after every committed write, before the write
+returns -- so a memory is found by the very next search (read-your-writes).
+
+Layout: rows are append-only.  Each row holds one live memory version: its
+vector in a growing ``(capacity, dim)`` float32 matrix (rows pre-normalised,
+so cosine is a dot product), interned namespace/kind codes and the numbers the
+relevance formula needs in numpy arrays, and the :class:`MemoryRecord` (to
+answer a search without a round trip to DuckDB).  An update appends a new row
+and kills the old one; killed rows are skipped by a boolean ``alive`` mask and
+reclaimed by :meth:`MemoryIndex.compact`.
+
+Keyword search is BM25 over an inverted index kept here (``term -> rows,
+term frequencies`` in compact ``array`` buffers, read as numpy views).  DuckDB's
+FTS extension was not used: its index must be rebuilt to see new rows (~1 s at
+100k) and its tokenizer drops digits.  Document frequencies and the average
+length count killed rows until the next compaction -- a small, deliberate
+approximation that keeps writes O(terms).
+
+All methods take the index's own lock; numpy releases the GIL in the matrix
+product, the lock keeps the arrays consistent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from actormem.store._relevance import RelevanceWeights, relevance
+from actormem.store._types import MemoryRecord, Namespace, SearchConfig, SearchFilters, SearchMode
+
+__all__ = ["STOPWORDS", "MemoryIndex", "Scored", "tokenize"]
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+_TOKEN_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
+_NS_NAMES: Final = ("user_id", "agent_id", "run_id", "session_id")
+
+#: Words too common to carry meaning for BM25 (a short English list).
+_STOPWORDS_TEXT: Final = """
+a about above after again against all am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for
+from further had has have having he her here hers herself him himself his how i if in
+into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up
+very was we were what when where which while who whom why will with would you your yours
+yourself yourselves s t d ll m re ve don didn doesn isn wasn
+"""
+STOPWORDS: Final = frozenset(_STOPWORDS_TEXT.split())
+
+
+def _stem(word: str) -> str:
+    """A very light English plural stripper (keeps digits and short words)."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into BM25 terms: casefolded words and numbers, no stopwords.
+
+    Digits are kept (``"item4242"`` stays one term), underscores split words.
+    """
+    return [_stem(t) for t in _TOKEN_RE.findall(text.casefold()) if t not in STOPWORDS]
+
+
+class Scored(msgspec.Struct, frozen=True):
+    """A scored row before it becomes a :class:`SearchHit`."""
+
+    row: int
+    score: float
+    bm25: float
+    cosine: float
+    fused: float
+    relevance: float
+
+
+class _Interner:
+    __slots__ = ("codes", "values")
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+        self.values: list[str] = [""]
+
+    def code(self, value: str) -> int:
+        found = self.codes.get(value)
+        if found is None:
+            found = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+    def get(self, value: str) -> int:
+        return self.codes.get(value, -1)
+
+
+class MemoryIndex:
+    """Vectors, BM25 postings and scoring data of the live memories."""
+
+    def __init__(self, dim: int, *, capacity: int = 1024) -> None:
+        """Create an empty index for ``dim``-sized vectors."""
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._reset(max(capacity, 16))
+
+    def _reset(self, capacity: int) -> None:
+        self._cap = capacity
+        self._n = 0
+        self._vecs: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._ns = np.zeros((4, capacity), dtype=np.int32)
+        self._kind = np.zeros(capacity, dtype=np.int32)
+        self._importance = np.zeros(capacity, dtype=np.float64)
+        self._access = np.zeros(capacity, dtype=np.float64)
+        self._last = np.zeros(capacity, dtype=np.float64)
+        self._created = np.zeros(capacity, dtype=np.float64)
+        self._doclen = np.zeros(capacity, dtype=np.float32)
+        self._records: list[MemoryRecord | None] = []
+        self._row_of: dict[str, int] = {}
+        self._hash_row: dict[tuple[tuple[str, str, str, str], str], int] = {}
+        self._interners = [_Interner() for _ in range(4)]
+        self._kinds = _Interner()
+        self._ns_rows: list[dict[int, array[int]]] = [{} for _ in range(4)]
+        self._postings: dict[str, tuple[array[int], array[float]]] = {}
+        self._tag_rows: dict[str, array[int]] = {}
+        self._total_len = 0.0
+        self._live = 0
+
+    # -- size -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of live memories."""
+        return self._live
+
+    @property
+    def rows(self) -> int:
+        """Number of rows including killed ones."""
+        return self._n
+
+    def _grow(self, need: int) -> None:
+        if need <= self._cap:
+            return
+        cap = self._cap
+        while cap < need:
+            cap *= 2
+        vecs = np.zeros((cap, self.dim), dtype=np.float32)
+        vecs[: self._n] = self._vecs[: self._n]
+        self._vecs = vecs
+        for name in (
+            "_alive",
+            "_kind",
+            "_importance",
+            "_access",
+            "_last",
+            "_created",
+            "_doclen",
+        ):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, name, new)
+        ns = np.zeros((4, cap), dtype=np.int32)
+        ns[:, : self._n] = self._ns[:, : self._n]
+        self._ns = ns
+        self._cap = cap
+
+    # -- writes -----------------------------------------------------------------
+
+    def add(self, records: Sequence[MemoryRecord], vectors: F32) -> None:
+        """Append live records with their (normalised) vectors.
+
+        A record whose id is already indexed replaces the old row.
+        """
+        if not records:
+            return
+        with self._lock:
+            start = self._n
+            count = len(records)
+            self._grow(start + count)
+            end = start + count
+            self._vecs[start:end] = vectors
+            self._alive[start:end] = True
+            batch_postings: dict[str, tuple[list[int], list[float]]] = {}
+            for offset, rec in enumerate(records):
+                row = start + offset
+                old = self._row_of.get(rec.id)
+                if old is not None:
+                    self._kill_row(old)
+                self._row_of[rec.id] = row
+                self._records.append(rec)
+                key = rec.namespace.key()
+                for field, value in enumerate(key):
+                    code = self._interners[field].code(value)
+                    self._ns[field, row] = code
+                    rows = self._ns_rows[field].get(code)
+                    if rows is None:
+                        rows = self._ns_rows[field][code] = array("q")
+                    rows.append(row)
+                self._kind[row] = self._kinds.code(rec.kind)
+                self._importance[row] = rec.importance
+                self._access[row] = rec.access_count
+                self._last[row] = rec.last_accessed
+                self._created[row] = rec.created_at
+                self._hash_row[(key, rec.content_hash)] = row
+                for tag in set(rec.tags):
+                    tag_rows = self._tag_rows.get(tag)
+                    if tag_rows is None:
+                        tag_rows = self._tag_rows[tag] = array("q")
+                    tag_rows.append(row)
+                terms = tokenize(rec.content)
+                self._doclen[row] = len(terms)
+                self._total_len += len(terms)
+                counts: dict[str, int] = {}
+                for term in terms:
+                    counts[term] = counts.get(term, 0) + 1
+                for term, tf in counts.items():
+                    entry = batch_postings.get(term)
+                    if entry is None:
+                        batch_postings[term] = ([row], [float(tf)])
+                    else:
+                        entry[0].append(row)
+                        entry[1].append(float(tf))
+            for term, (rows_list, tfs) in batch_postings.items():
+                posting = self._postings.get(term)
+                if posting is None:
+                    self._postings[term] = (array("q", rows_list), array("f", tfs))
+                else:
+                    posting[0].extend(rows_list)
+                    posting[1].extend(tfs)
+            self._n = end
+            self._live += count
+
+    def _kill_row(self, row: int) -> None:
+        if not self._alive[row]:
+            return
+        self._alive[row] = False
+        self._live -= 1
+        rec = self._records[row]
+        if rec is not None:
+            hkey = (rec.namespace.key(), rec.content_hash)
+            if self._hash_row.get(hkey) == row:
+                del self._hash_row[hkey]
+            if self._row_of.get(rec.id) == row:
+                del self._row_of[rec.id]
+
+    def remove(self, ids: Iterable[str], *, purge: bool = False) -> int:
+        """Drop memories from the index (deleted, superseded or forgotten).
+
+        Args:
+            ids: Memory ids.
+            purge: Also erase the record and zero the vector in RAM (forget).
+
+        Returns:
+            How many were indexed.
+        """
+        removed = 0
+        with self._lock:
+            for mid in ids:
+                row = self._row_of.get(mid)
+                if row is None:
+                    continue
+                self._kill_row(row)
+                removed += 1
+                if purge:
+                    self._records[row] = None
+                    self._vecs[row] = 0.0
+        return removed
+
+    def replace_record(self, record: MemoryRecord) -> None:
+        """Swap the record of a live memory whose content did not change."""
+        with self._lock:
+            row = self._row_of.get(record.id)
+            if row is None:
+                return
+            old = self._records[row]
+            self._records[row] = record
+            self._importance[row] = record.importance
+            if old is not None:
+                for tag in set(record.tags) - set(old.tags):
+                    tag_rows = self._tag_rows.get(tag)
+                    if tag_rows is None:
+                        tag_rows = self._tag_rows[tag] = array("q")
+                    tag_rows.append(row)
+
+    def add_access(self, memory_id: str, delta: int) -> None:
+        """Add ``delta`` to a live memory's access count (merges absorb counts)."""
+        with self._lock:
+            row = self._row_of.get(memory_id)
+            if row is not None:
+                self._access[row] += delta
+
+    def touch(self, rows: Sequence[int] | I64, now: float) -> None:
+        """Count one retrieval of each row at time ``now``."""
+        with self._lock:
+            idx = np.asarray(rows, dtype=np.int64)
+            self._access[idx] += 1
+            self._last[idx] = now
+
+    def purge_all(self) -> None:
+        """Forget everything (used before a rebuild)."""
+        with self._lock:
+            self._reset(16)
+
+    def compact(self) -> None:
+        """Rebuild without killed rows (reclaims memory, refreshes BM25 stats)."""
+        with self._lock:
+            live = np.flatnonzero(self._alive[: self._n])
+            records = [self._current(int(r)) for r in live]
+            vectors = self._vecs[live].copy()
+            self._reset(max(16, len(records)))
+            self.add(records, vectors)
+
+    @property
+    def dead_fraction(self) -> float:
+        """Share of killed rows."""
+        return 0.0 if self._n == 0 else 1.0 - self._live / self._n
+
+    # -- reads ------------------------------------------------------------------
+
+    def _current(self, row: int) -> MemoryRecord:
+        rec = self._records[row]
+        assert rec is not None
+        access = int(self._access[row])
+        last = float(self._last[row])
+        if access != rec.access_count or last != rec.last_accessed:
+            rec = msgspec.structs.replace(rec, access_count=access, last_accessed=last)
+        return rec
+
+    def record(self, memory_id: str) -> MemoryRecord | None:
+        """The live record of ``memory_id`` (with current access figures)."""
+        with self._lock:
+            row = self._row_of.get(memory_id)
+            return None if row is None else self._current(row)
+
+    def records(self, rows: Sequence[int] | I64) -> list[MemoryRecord]:
+        """Live records of ``rows``."""
+        with self._lock:
+            return [self._current(int(r)) for r in rows]
+
+    def vector(self, memory_id: str) -> F32 | None:
+        """A copy of the vector of a live memory."""
+        with self._lock:
+            row = self._row_of.get(memory_id)
+            return None if row is None else self._vecs[row].copy()
+
+    def row_of(self, memory_id: str) -> int | None:
+        """The row of a live memory."""
+        return self._row_of.get(memory_id)
+
+    def find_hash(self, key: tuple[str, str, str, str], content_hash: str) -> str | None:
+        """Id of the live memory with this exact namespace and content hash."""
+        with self._lock:
+            row = self._hash_row.get((key, content_hash))
+            if row is None:
+                return None
+            rec = self._records[row]
+            return None if rec is None else rec.id
+
+    def scope_rows(self, namespace: Namespace, filters: SearchFilters | None = None) -> I64:
+        """Rows of live memories inside ``namespace`` that pass ``filters``."""
+        with self._lock:
+            return self._scope_rows(namespace, filters)
+
+    def exact_rows(self, key: tuple[str, str, str, str]) -> I64:
+        """Rows of live memories written into exactly this namespace key."""
+        with self._lock:
+            fields: list[tuple[int, int]] = []
+            for field, value in enumerate(key):
+                code = self._interners[field].get(value)
+                if code < 0:
+                    return np.zeros(0, dtype=np.int64)
+                fields.append((field, code))
+            return self._rows_matching(fields)
+
+    def _rows_matching(self, fields: list[tuple[int, int]]) -> I64:
+        n = self._n
+        if not fields:
+            return np.flatnonzero(self._alive[:n]).astype(np.int64)
+        sizes = []
+        for field, code in fields:
+            posting = self._ns_rows[field].get(code)
+            if posting is None:
+                return np.zeros(0, dtype=np.int64)
+            sizes.append((len(posting), field, code))
+        sizes.sort()
+        _, field0, code0 = sizes[0]
+        base = self._ns_rows[field0][code0]
+        if len(base) * 4 > n:
+            mask = self._alive[:n].copy()
+            for field, code in fields:
+                mask &= self._ns[field, :n] == code
+            return np.flatnonzero(mask).astype(np.int64)
+        rows = np.frombuffer(base, dtype=np.int64).copy()
+        keep = self._alive[rows]
+        for _, field, code in sizes[1:]:
+            keep &= self._ns[field, rows] == code
+        result: I64 = rows[keep]
+        return result
+
+    def _scope_rows(self, namespace: Namespace, filters: SearchFilters | None) -> I64:
+        wanted: dict[int, str] = {}
+        for field, name in enumerate(_NS_NAMES):
+            value = getattr(namespace, name)
+            if value is not None:
+                wanted[field] = value
+        if filters is not None:
+            for field, value in (
+                (1, filters.agent_id),
+                (2, filters.run_id),
+                (3, filters.session_id),
+            ):
+                if value is None:
+                    continue
+                if wanted.get(field, value) != value:
+                    return np.zeros(0, dtype=np.int64)
+                wanted[field] = value
+        fields: list[tuple[int, int]] = []
+        for field, value in wanted.items():
+            code = self._interners[field].get(value)
+            if code < 0:
+                return np.zeros(0, dtype=np.int64)
+            fields.append((field, code))
+        rows = self._rows_matching(fields)
+        if filters is None or rows.size == 0:
+            return rows
+        keep = np.ones(rows.size, dtype=bool)
+        if filters.kinds is not None:
+            codes = [self._kinds.get(k) for k in filters.kinds]
+            keep &= np.isin(self._kind[rows], np.asarray(codes, dtype=np.int32))
+        if filters.tags_any is not None:
+            tagged = self._tag_mask(filters.tags_any, any_of=True)
+            keep &= tagged[rows]
+        if filters.tags_all is not None:
+            tagged = self._tag_mask(filters.tags_all, any_of=False)
+            keep &= tagged[rows]
+        if filters.created_after is not None:
+            keep &= self._created[rows] >= filters.created_after
+        if filters.created_before is not None:
+            keep &= self._created[rows] < filters.created_before
+        if filters.min_importance is not None:
+            keep &= self._importance[rows] >= filters.min_importance
+        result: I64 = rows[keep]
+        return result
+
+    def _tag_mask(self, tags: Sequence[str], *, any_of: bool) -> npt.NDArray[np.bool_]:
+        n = self._n
+        acc = np.zeros(n, dtype=bool) if any_of else np.ones(n, dtype=bool)
+        for tag in tags:
+            mask = np.zeros(n, dtype=bool)
+            posting = self._tag_rows.get(tag)
+            if posting is not None:
+                rows = np.frombuffer(posting, dtype=np.int64)
+                mask[rows] = True
+                del rows
+            # A row whose tag was later removed keeps its posting entry; check the record.
+            for row in np.flatnonzero(mask):
+                rec = self._records[int(row)]
+                if rec is None or tag not in rec.tags:
+                    mask[row] = False
+            if any_of:
+                acc |= mask
+            else:
+                acc &= mask
+        return acc
+
+    def cosine(self, rows: I64, query: F32) -> F32:
+        """Cosine of ``query`` with each row (vectors are normalised)."""
+        if rows.size == 0:
+            return np.zeros(0, dtype=np.float32)
+        if rows.size * 3 > self._n:
+            full: F32 = self._vecs[: self._n] @ query
+            out: F32 = full[rows]
+            return out
+        gathered: F32 = self._vecs[rows] @ query
+        return gathered
+
+    def cosine_many(self, rows: I64, queries: F32) -> F32:
+        """``(len(rows), len(queries))`` cosines of each row with each query."""
+        with self._lock:
+            if rows.size * 3 > self._n:
+                full: F32 = (self._vecs[: self._n] @ queries.T)[rows]
+                return full
+            out: F32 = self._vecs[rows] @ queries.T
+            return out
+
+    def bm25(self, rows: I64, terms: Sequence[str], k1: float, b: float) -> F32:
+        """BM25 score of each of ``rows`` for the query ``terms``."""
+        n = self._n
+        if rows.size == 0 or not terms or n == 0:
+            return np.zeros(rows.size, dtype=np.float32)
+        avgdl = self._total_len / n if self._total_len > 0 else 1.0
+        acc = np.zeros(n, dtype=np.float32)
+        qcounts: dict[str, int] = {}
+        for term in terms:
+            qcounts[term] = qcounts.get(term, 0) + 1
+        for term, qtf in qcounts.items():
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            prow = np.frombuffer(posting[0], dtype=np.int64)
+            ptf = np.frombuffer(posting[1], dtype=np.float32)
+            df = prow.size
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            dl = self._doclen[prow]
+            contrib = ptf * (k1 + 1.0) / (ptf + k1 * (1.0 - b + b * dl / avgdl))
+            acc[prow] += np.float32(idf * qtf) * contrib
+            del prow, ptf
+        out: F32 = acc[rows]
+        return out
+
+    def search(
+        self,
+        namespace: Namespace,
+        terms: Sequence[str],
+        query: F32 | None,
+        limit: int,
+        filters: SearchFilters | None,
+        config: SearchConfig,
+        mode: SearchMode,
+        now: float,
+        weights: RelevanceWeights,
+    ) -> list[Scored]:
+        """Score the memories in scope and return the best ``limit``.
+
+        See :class:`SearchConfig` for the fusion formulas.
+        """
+        with self._lock:
+            rows = self._scope_rows(namespace, filters)
+            if rows.size == 0:
+                return []
+            pool = max(config.candidates, limit)
+            use_vec = mode in ("hybrid", "vector") and query is not None
+            use_kw = mode in ("hybrid", "keyword")
+            cos = self.cosine(rows, query) if use_vec and query is not None else None
+            kw = self.bm25(rows, terms, config.bm25_k1, config.bm25_b) if use_kw else None
+            cand: set[int] = set()
+            vec_rank: dict[int, int] = {}
+            kw_rank: dict[int, int] = {}
+            if cos is not None:
+                top = _top(cos, pool)
+                for rank, i in enumerate(top, 1):
+                    vec_rank[int(i)] = rank
+                cand.update(vec_rank)
+            if kw is not None:
+                top = _top(kw, pool)
+                top = top[kw[top] > 0]
+                for rank, i in enumerate(top, 1):
+                    kw_rank[int(i)] = rank
+                cand.update(kw_rank)
+            if not cand:
+                return []
+            idx = np.fromiter(cand, dtype=np.int64, count=len(cand))
+            crow = rows[idx]
+            c_cos = cos[idx].astype(np.float64) if cos is not None else np.zeros(idx.size)
+            c_kw = kw[idx].astype(np.float64) if kw is not None else np.zeros(idx.size)
+            wv = config.vector_weight if cos is not None else 0.0
+            wk = config.keyword_weight if kw is not None else 0.0
+            if wv + wk == 0:
+                wv, wk = (1.0, 0.0) if cos is not None else (0.0, 1.0)
+            if config.method == "rrf":
+                vr = np.array([vec_rank.get(int(i), 0) for i in idx], dtype=np.float64)
+                kr = np.array([kw_rank.get(int(i), 0) for i in idx], dtype=np.float64)
+                k = config.rrf_k
+                fused = np.where(vr > 0, wv / (k + vr), 0.0) + np.where(kr > 0, wk / (k + kr), 0.0)
+                fused = fused / ((wv + wk) / (k + 1.0))
+            else:
+                kmax = float(c_kw.max()) if c_kw.size else 0.0
+                kn = c_kw / kmax if kmax > 0 else np.zeros_like(c_kw)
+                fused = (wv * np.clip(c_cos, 0.0, 1.0) + wk * kn) / (wv + wk)
+            rel = relevance(
+                self._importance[crow],
+                self._access[crow],
+                self._last[crow],
+                self._created[crow],
+                now,
+                weights,
+            )
+            rw = config.relevance_weight
+            final = (1.0 - rw) * fused + rw * rel
+            order = np.argsort(-final, kind="stable")[:limit]
+            return [
+                Scored(
+                    row=int(crow[i]),
+                    score=float(final[i]),
+                    bm25=float(c_kw[i]),
+                    cosine=float(c_cos[i]),
+                    fused=float(fused[i]),
+                    relevance=float(rel[i]),
+                )
+                for i in order
+            ]
+
+    def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
+        """Relevance of ``rows`` at ``now``."""
+        with self._lock:
+            return relevance(
+                self._importance[rows],
+                self._access[rows],
+                self._last[rows],
+                self._created[rows],
+                now,
+                weights,
+            )
+
+    def arrays(self, rows: I64) -> dict[str, npt.NDArray[np.float64]]:
+        """Copies of the scoring arrays for ``rows`` (importance, access, last, created)."""
+        with self._lock:
+            return {
+                "importance": self._importance[rows].copy(),
+                "access": self._access[rows].copy(),
+                "last": self._last[rows].copy(),
+                "created": self._created[rows].copy(),
+            }
+
+    def vectors(self, rows: I64) -> F32:
+        """Copies of the vectors of ``rows``."""
+        with self._lock:
+            out: F32 = self._vecs[rows].copy()
+            return out
+
+
+def _top(scores: F32, k: int) -> I64:
+    """Indices of the ``k`` largest scores, best first."""
+    if scores.size <= k:
+        order: I64 = np.argsort(-scores, kind="stable")
+        return order
+    part = np.argpartition(-scores, k - 1)[:k]
+    result: I64 = part[np.argsort(-scores[part], kind="stable")]
+    return result

@@ -1,0 +1,189 @@
+"""The DuckDB schema of the long-term store and its forward migrations.
+
+Version history:
+
+* **1** -- memories (no ``session_id``, no ``metadata``), history without
+  ``reason``, ``schema_version``, ``store_meta``.
+* **2** -- ``memories.session_id``, ``memories.metadata`` (JSON) and
+  ``history.reason`` / ``history.namespace`` columns.
+
+:func:`ensure_schema` creates a fresh file at :data:`SCHEMA_VERSION` or
+upgrades an older one step by step inside one transaction; a file written by a
+newer actormem raises :class:`SchemaVersionError` and is left untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import structlog
+
+from actormem.store._types import SchemaVersionError, StoreError
+
+__all__ = ["SCHEMA_VERSION", "ensure_schema", "memories_ddl", "read_meta", "write_meta"]
+
+log = structlog.get_logger(__name__)
+
+SCHEMA_VERSION: Final = 2
+
+
+def memories_ddl(dim: int) -> str:
+    """The ``CREATE TABLE`` statement of the memories table (current version)."""
+    return f"""
+    CREATE TABLE memories (
+        id VARCHAR PRIMARY KEY,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        agent_id VARCHAR NOT NULL DEFAULT '',
+        run_id VARCHAR NOT NULL DEFAULT '',
+        session_id VARCHAR NOT NULL DEFAULT '',
+        kind VARCHAR NOT NULL,
+        content VARCHAR NOT NULL,
+        content_hash VARCHAR NOT NULL,
+        embedding FLOAT[{int(dim)}],
+        importance DOUBLE NOT NULL,
+        tags VARCHAR[] NOT NULL DEFAULT [],
+        source_ids VARCHAR[] NOT NULL DEFAULT [],
+        created_at TIMESTAMP NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        last_accessed TIMESTAMP NOT NULL,
+        access_count BIGINT NOT NULL DEFAULT 0,
+        superseded_by VARCHAR,
+        deleted_at TIMESTAMP,
+        metadata JSON NOT NULL DEFAULT '{{}}'
+    )"""
+
+
+_HISTORY_DDL: Final = """
+    CREATE TABLE history (
+        id VARCHAR NOT NULL,
+        memory_id VARCHAR NOT NULL,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        agent_id VARCHAR NOT NULL DEFAULT '',
+        run_id VARCHAR NOT NULL DEFAULT '',
+        session_id VARCHAR NOT NULL DEFAULT '',
+        op VARCHAR NOT NULL,
+        old_content VARCHAR,
+        new_content VARCHAR,
+        ts TIMESTAMP NOT NULL,
+        reason VARCHAR NOT NULL DEFAULT ''
+    )"""
+
+_META_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)"
+)
+_VERSION_DDL: Final = (
+    "CREATE TABLE IF NOT EXISTS schema_version "
+    "(version INTEGER NOT NULL, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+)
+
+# No secondary indexes: DuckDB refuses ALTER TABLE on a table with one, which
+# would block later migrations; history is read by scans (analytic queries).
+_INDEX_DDL: Final[tuple[str, ...]] = ()
+
+
+def _migrate_1_to_2(con: Any) -> None:
+    # DuckDB cannot add a column with a NOT NULL constraint; the defaults fill
+    # existing rows and the store always writes the columns.
+    con.execute("ALTER TABLE memories ADD COLUMN session_id VARCHAR DEFAULT ''")
+    con.execute("ALTER TABLE memories ADD COLUMN metadata JSON DEFAULT '{}'")
+    for column in ("user_id", "agent_id", "run_id", "session_id"):
+        con.execute(f"ALTER TABLE history ADD COLUMN {column} VARCHAR DEFAULT ''")
+    con.execute("ALTER TABLE history ADD COLUMN reason VARCHAR DEFAULT ''")
+    # Carry the namespace of each memory onto its history rows.
+    con.execute(
+        "UPDATE history SET user_id = m.user_id, agent_id = m.agent_id, run_id = m.run_id "
+        "FROM memories m WHERE history.memory_id = m.id"
+    )
+
+
+#: ``MIGRATIONS[v]`` upgrades a file from version ``v`` to ``v + 1``.
+MIGRATIONS: Final[dict[int, Callable[[Any], None]]] = {1: _migrate_1_to_2}
+
+
+def _current_version(con: Any) -> int | None:
+    tables = {
+        row[0]
+        for row in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall()
+    }
+    if "schema_version" not in tables:
+        return None if "memories" not in tables else 1
+    row = con.execute("SELECT max(version) FROM schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else 1
+
+
+def ensure_schema(con: Any, dim: int, path: str) -> tuple[int, int]:
+    """Create or upgrade the schema.
+
+    Args:
+        con: A DuckDB connection or cursor.
+        dim: The embedding dimension used when creating a fresh file.
+        path: The file name (for messages).
+
+    Returns:
+        ``(version_found, version_now)``; ``version_found`` is 0 for a new file.
+
+    Raises:
+        SchemaVersionError: The file is newer than :data:`SCHEMA_VERSION`.
+    """
+    found = _current_version(con)
+    if found is None:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(memories_ddl(dim))
+            con.execute(_HISTORY_DDL)
+            con.execute(_META_DDL)
+            con.execute(_VERSION_DDL)
+            for ddl in _INDEX_DDL:
+                con.execute(ddl)
+            con.execute("INSERT INTO schema_version (version) VALUES (?)", [SCHEMA_VERSION])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        log.info("store.schema_created", path=path, version=SCHEMA_VERSION, dim=dim)
+        return 0, SCHEMA_VERSION
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path} has schema version {found}; this actormem understands up to "
+            f"{SCHEMA_VERSION} -- upgrade actormem to open it"
+        )
+    if found < SCHEMA_VERSION:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(_META_DDL)
+            con.execute(_VERSION_DDL)
+            for version in range(found, SCHEMA_VERSION):
+                try:
+                    MIGRATIONS[version](con)
+                except Exception as exc:
+                    raise StoreError(
+                        f"migrating {path} from schema version {version} to {version + 1} "
+                        f"failed (the file is unchanged): {exc}"
+                    ) from exc
+                con.execute("INSERT INTO schema_version (version) VALUES (?)", [version + 1])
+            for ddl in _INDEX_DDL:
+                con.execute(ddl)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        log.info("store.schema_migrated", path=path, old=found, new=SCHEMA_VERSION)
+    return found, SCHEMA_VERSION
+
+
+def read_meta(con: Any) -> dict[str, str]:
+    """All rows of ``store_meta`` as a dict."""
+    return {str(k): str(v) for k, v in con.execute("SELECT key, value FROM store_meta").fetchall()}
+
+
+def write_meta(con: Any, values: dict[str, str]) -> None:
+    """Upsert ``values`` into ``store_meta`` (caller manages the transaction)."""
+    for key, value in values.items():
+        con.execute(
+            "INSERT INTO store_meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )

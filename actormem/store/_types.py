@@ -1,0 +1,508 @@
+"""Value types and errors of the long-term store.
+
+Everything that crosses the store's API is a msgspec Struct: the input
+(:class:`NewMemory`), the stored record (:class:`MemoryRecord`), the scope
+(:class:`Namespace`), search input and output (:class:`SearchFilters`,
+:class:`SearchConfig`, :class:`SearchHit`) and the reports of writes and
+maintenance.  Times are Unix seconds (floats, UTC).
+
+Namespaces
+    A memory is written into a concrete :class:`Namespace` -- any combination
+    of ``user_id``, ``agent_id``, ``run_id`` and ``session_id`` with at least
+    one set.  A namespace used to *read* is a scope: a memory is inside it when
+    every field the scope sets is equal to the memory's field (unset fields are
+    wildcards).  So ``Namespace(user_id="u1")`` reads all of u1's memories
+    across agents and runs, and ``forget(Namespace(user_id="u1"))`` removes
+    them all, while ``Namespace(user_id="u2")`` never sees any of them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Final, Literal
+
+import msgspec
+
+__all__ = [
+    "KINDS",
+    "EmbedderMismatchError",
+    "EmbeddingError",
+    "ExportReport",
+    "ForgetReport",
+    "FusionMethod",
+    "HistoryRecord",
+    "ImportReport",
+    "InvalidMemoryError",
+    "MaintenanceReport",
+    "MemoryNotFoundError",
+    "MemoryRecord",
+    "Namespace",
+    "NamespaceError",
+    "NamespaceStats",
+    "NewMemory",
+    "ReembedReport",
+    "SchemaVersionError",
+    "SearchConfig",
+    "SearchFilters",
+    "SearchHit",
+    "SearchMode",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
+    "WriteOp",
+    "WriteResult",
+]
+
+#: The memory kinds the runtime uses; other non-empty names are accepted too.
+KINDS: Final = ("fact", "episode", "summary", "offload", "preference", "procedure")
+
+WriteOp = Literal["ADD", "UPDATE", "DELETE", "MERGE", "NOOP"]
+SearchMode = Literal["hybrid", "keyword", "vector"]
+FusionMethod = Literal["weighted", "rrf"]
+
+_ID_RE: Final = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+_MAX_CONTENT: Final = 1_000_000
+
+
+# -- errors -----------------------------------------------------------------------
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the database file open."""
+
+
+class StoreClosedError(StoreError):
+    """The store was used after :meth:`close`."""
+
+
+class SchemaVersionError(StoreError):
+    """The file's schema is newer than this version of actormem understands."""
+
+
+class EmbedderMismatchError(StoreError):
+    """The store was built with another embedder (name or dimension)."""
+
+
+class EmbeddingError(StoreError):
+    """The embedder failed or returned unusable vectors; nothing was stored."""
+
+
+class NamespaceError(StoreError, ValueError):
+    """A namespace is empty or holds an invalid id."""
+
+
+class InvalidMemoryError(StoreError, ValueError):
+    """A memory, filter or argument has a wrong type or value."""
+
+
+class MemoryNotFoundError(StoreError, KeyError):
+    """No live memory with that id in that namespace."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+# -- namespace ----------------------------------------------------------------------
+
+_NS_FIELDS: Final = ("user_id", "agent_id", "run_id", "session_id")
+
+
+class Namespace(msgspec.Struct, frozen=True, kw_only=True):
+    """Who a memory belongs to, and the scope of a read (see module docstring).
+
+    Attributes:
+        user_id: The end user.
+        agent_id: The agent.
+        run_id: One run / task of an agent.
+        session_id: One conversation session.
+    """
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in _NS_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise NamespaceError(f"namespace {name} must be a str, got {type(value).__name__}")
+            if not _ID_RE.match(value):
+                raise NamespaceError(
+                    f"namespace {name} {value!r} must be 1-256 characters, no control characters"
+                )
+        if all(getattr(self, name) is None for name in _NS_FIELDS):
+            raise NamespaceError(
+                "a namespace needs at least one of user_id, agent_id, run_id, session_id"
+            )
+
+    def items(self) -> tuple[tuple[str, str], ...]:
+        """The fields that are set, as ``(name, value)`` pairs in a fixed order."""
+        return tuple(
+            (name, value) for name in _NS_FIELDS if (value := getattr(self, name)) is not None
+        )
+
+    def contains(self, other: Namespace) -> bool:
+        """Whether a memory written into ``other`` is inside this scope."""
+        return all(getattr(other, name) == value for name, value in self.items())
+
+    def key(self) -> tuple[str, str, str, str]:
+        """The four fields with ``""`` for unset ones (how the store keeps them)."""
+        return (
+            self.user_id or "",
+            self.agent_id or "",
+            self.run_id or "",
+            self.session_id or "",
+        )
+
+    @classmethod
+    def from_key(cls, key: tuple[str, str, str, str] | list[str]) -> Namespace:
+        """Inverse of :meth:`key`."""
+        u, a, r, s = key
+        return cls(user_id=u or None, agent_id=a or None, run_id=r or None, session_id=s or None)
+
+    def __str__(self) -> str:
+        return "/".join(f"{name}={value}" for name, value in self.items())
+
+
+# -- records -------------------------------------------------------------------------
+
+
+class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """A memory to add.
+
+    Attributes:
+        content: The text (non-empty, at most 1,000,000 characters).
+        kind: fact, episode, summary, offload, preference, ... (non-empty).
+        importance: Manual weight in ``[0, 1]``.
+        tags: Free labels.
+        source_ids: Ids of the messages this memory came from.
+        metadata: JSON-serialisable extra fields.
+        created_at: When it happened (Unix seconds); ``None`` means now.
+        id: A caller-chosen id; ``None`` lets the store make one.
+    """
+
+    content: str
+    kind: str = "fact"
+    importance: float = 0.5
+    tags: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    created_at: float | None = None
+    id: str | None = None
+
+    def validate(self) -> None:
+        """Check types and ranges.
+
+        Raises:
+            InvalidMemoryError: Naming the first field that is wrong.
+        """
+        if not isinstance(self.content, str):
+            raise InvalidMemoryError(f"content must be a str, got {type(self.content).__name__}")
+        if not self.content.strip():
+            raise InvalidMemoryError("content must not be empty")
+        if len(self.content) > _MAX_CONTENT:
+            raise InvalidMemoryError(
+                f"content has {len(self.content)} characters, the limit is {_MAX_CONTENT}"
+            )
+        if not isinstance(self.kind, str) or not 0 < len(self.kind) <= 64:
+            raise InvalidMemoryError(f"kind must be a non-empty str of <= 64 chars: {self.kind!r}")
+        check_importance(self.importance)
+        check_str_tuple("tags", self.tags)
+        check_str_tuple("source_ids", self.source_ids)
+        if not isinstance(self.metadata, dict):
+            raise InvalidMemoryError("metadata must be a dict")
+        if self.created_at is not None and not _finite_number(self.created_at):
+            raise InvalidMemoryError(f"created_at must be a finite number: {self.created_at!r}")
+        if self.id is not None and (not isinstance(self.id, str) or not _ID_RE.match(self.id)):
+            raise InvalidMemoryError(f"id must be 1-256 printable characters: {self.id!r}")
+
+
+class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored memory (without its vector).
+
+    Attributes:
+        id: Unique id.
+        namespace: Where it lives.
+        kind: fact, episode, summary, ...
+        content: The text.
+        content_hash: sha256 hex of the normalised content (dedup key).
+        importance: Weight in ``[0, 1]``.
+        tags: Labels.
+        source_ids: Source message ids.
+        created_at: Creation time (Unix seconds).
+        updated_at: Last change of content or attributes.
+        last_accessed: Last retrieval (or creation).
+        access_count: Number of retrievals (plus those absorbed in merges).
+        superseded_by: Id of the memory that absorbed this one.
+        deleted_at: Soft-deletion time.
+        metadata: Extra JSON fields.
+    """
+
+    id: str
+    namespace: Namespace
+    kind: str
+    content: str
+    content_hash: str
+    importance: float
+    tags: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    last_accessed: float = 0.0
+    access_count: int = 0
+    superseded_by: str | None = None
+    deleted_at: float | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def alive(self) -> bool:
+        """Neither deleted nor superseded."""
+        return self.deleted_at is None and self.superseded_by is None
+
+
+class WriteResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a write did to one memory.
+
+    Attributes:
+        id: The memory that now holds the content (for a merge: the survivor).
+        op: ``ADD``, ``UPDATE``, ``DELETE``, ``MERGE`` or ``NOOP``.
+        merged_from: For ``MERGE``: the id of the absorbed memory, or ``None``
+            when the new content was folded in without creating a row.
+        similarity: For ``MERGE``: cosine similarity that triggered it (1.0
+            for an exact duplicate).
+    """
+
+    id: str
+    op: WriteOp
+    merged_from: str | None = None
+    similarity: float | None = None
+
+
+class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One row of the audit trail.
+
+    Attributes:
+        id: Row id.
+        memory_id: The memory it is about.
+        namespace: The memory's namespace.
+        op: ``ADD``, ``UPDATE``, ``DELETE`` or ``MERGE``.
+        old_content: Content before (``None`` for ADD).
+        new_content: Content after (``None`` for DELETE).
+        ts: When (Unix seconds).
+        reason: Why (free text: caller's reason, maintenance action, ...).
+    """
+
+    id: str
+    memory_id: str
+    namespace: Namespace
+    op: str
+    old_content: str | None
+    new_content: str | None
+    ts: float
+    reason: str = ""
+
+
+# -- search ---------------------------------------------------------------------------
+
+
+class SearchFilters(msgspec.Struct, frozen=True, kw_only=True):
+    """Extra conditions on a search (all optional; combined with AND).
+
+    Attributes:
+        kinds: Only these kinds.
+        tags_any: At least one of these tags.
+        tags_all: All of these tags.
+        created_after: ``created_at >= created_after``.
+        created_before: ``created_at < created_before``.
+        agent_id: Only this agent (inside the namespace).
+        run_id: Only this run.
+        session_id: Only this session.
+        min_importance: ``importance >= min_importance``.
+    """
+
+    kinds: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    tags_all: tuple[str, ...] | None = None
+    created_after: float | None = None
+    created_before: float | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    session_id: str | None = None
+    min_importance: float | None = None
+
+
+class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How hybrid search fuses its signals.
+
+    ``fused`` combines the two retrievers, then ``score = (1 -
+    relevance_weight) * fused + relevance_weight * relevance``.
+
+    * ``weighted`` (default): ``fused = (vector_weight * max(cosine, 0) +
+      keyword_weight * bm25 / max_bm25) / (vector_weight + keyword_weight)``,
+      where ``max_bm25`` is the best BM25 score among the candidates, so both
+      parts lie in ``[0, 1]``.
+    * ``rrf``: reciprocal rank fusion, ``sum(w_i / (rrf_k + rank_i))`` over
+      the retrievers that ranked the memory (ranks from 1), divided by its
+      largest possible value so ``fused`` lies in ``[0, 1]``.
+
+    Attributes:
+        method: ``weighted`` or ``rrf``.
+        vector_weight: Weight of the cosine similarity.
+        keyword_weight: Weight of BM25.
+        relevance_weight: Share of seed 000's relevance in the final score.
+        rrf_k: The RRF constant.
+        candidates: Top-N taken from each retriever before fusing (at least
+            ``limit``).
+        bm25_k1: BM25 term-frequency saturation.
+        bm25_b: BM25 length normalisation.
+    """
+
+    method: FusionMethod = "weighted"
+    vector_weight: float = 0.5
+    keyword_weight: float = 0.5
+    relevance_weight: float = 0.1
+    rrf_k: float = 60.0
+    candidates: int = 100
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.method not in ("weighted", "rrf"):
+            raise InvalidMemoryError(f"unknown fusion method {self.method!r}")
+        for name in ("vector_weight", "keyword_weight", "relevance_weight", "rrf_k", "bm25_k1"):
+            value = getattr(self, name)
+            if not _finite_number(value) or value < 0:
+                raise InvalidMemoryError(f"{name} must be a finite number >= 0: {value!r}")
+        if self.vector_weight + self.keyword_weight <= 0:
+            raise InvalidMemoryError("vector_weight + keyword_weight must be > 0")
+        if self.relevance_weight > 1:
+            raise InvalidMemoryError("relevance_weight must be in [0, 1]")
+        if not 0 <= self.bm25_b <= 1:
+            raise InvalidMemoryError("bm25_b must be in [0, 1]")
+        if self.candidates < 1:
+            raise InvalidMemoryError("candidates must be >= 1")
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One search result and how its score was made.
+
+    Attributes:
+        memory: The record (``access_count``/``last_accessed`` include this
+            retrieval).
+        score: Final score (higher is better).
+        bm25: Raw BM25 score (0 when no query word matched).
+        cosine: Cosine similarity of query and memory vectors.
+        fused: The fused retriever score in ``[0, 1]``.
+        relevance: Seed 000's relevance of the memory at query time.
+    """
+
+    memory: MemoryRecord
+    score: float
+    bm25: float
+    cosine: float
+    fused: float
+    relevance: float
+
+
+# -- reports ----------------------------------------------------------------------------
+
+
+class ForgetReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`forget` removed for good."""
+
+    namespace: Namespace
+    memories: int
+    history: int
+
+
+class MaintenanceReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one maintenance action did.
+
+    Attributes:
+        action: ``decay``, ``auto_forget``, ``prune_stale``,
+            ``prune_duplicates``, ``consolidate`` or ``enforce_cap``.
+        examined: Live memories looked at.
+        removed: Ids soft-deleted or superseded.
+        merged: ``(survivor, absorbed)`` pairs.
+        details: Action-specific figures.
+    """
+
+    action: str
+    examined: int
+    removed: tuple[str, ...] = ()
+    merged: tuple[tuple[str, str], ...] = ()
+    details: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class NamespaceStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Figures for one concrete namespace."""
+
+    namespace: Namespace
+    live: int
+    deleted: int
+    superseded: int
+    kinds: dict[str, int]
+    avg_importance: float
+    total_access: int
+    first_created: float | None
+    last_created: float | None
+
+
+class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an export wrote."""
+
+    path: str
+    format: Literal["parquet", "jsonl"]
+    memories: int
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an import did."""
+
+    path: str
+    read: int
+    added: int
+    merged: int
+
+
+class ReembedReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What :meth:`reembed` rebuilt."""
+
+    embedder: str
+    dim: int
+    previous_embedder: str
+    previous_dim: int
+    memories: int
+    seconds: float
+
+
+# -- shared checks -----------------------------------------------------------------------
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_importance(value: object) -> float:
+    """Return ``value`` as a float in ``[0, 1]`` or raise InvalidMemoryError."""
+    if not _finite_number(value) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
+        raise InvalidMemoryError(f"importance must be a number in [0, 1], got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def check_str_tuple(name: str, value: object) -> tuple[str, ...]:
+    """Return ``value`` as a tuple of non-empty strings or raise InvalidMemoryError."""
+    if isinstance(value, str) or not isinstance(value, tuple | list):
+        raise InvalidMemoryError(f"{name} must be a tuple of str, got {type(value).__name__}")
+    for item in value:
+        if not isinstance(item, str) or not item or len(item) > 256:
+            raise InvalidMemoryError(f"{name} holds an invalid item {item!r}")
+    return tuple(value)

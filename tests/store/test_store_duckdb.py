@@ -1,0 +1,249 @@
+"""DuckDB-specific behaviour: files, locks, migrations, embedder changes, threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from actormem.models.embedders import HashEmbedder, WordLlamaEmbedder
+from actormem.store import (
+    SCHEMA_VERSION,
+    DuckDBStore,
+    EmbedderMismatchError,
+    Namespace,
+    SchemaVersionError,
+    StoreClosedError,
+)
+
+NS = Namespace(user_id="alice")
+
+
+def _open(path: Path, **kwargs: object) -> DuckDBStore:
+    kwargs.setdefault("embedder", HashEmbedder(64))
+    kwargs.setdefault("touch_flush_interval", None)
+    return DuckDBStore(path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_second_process_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "locked.duckdb"
+    with _open(path) as store:
+        store.add(NS, "held by this process")
+        script = textwrap.dedent(
+            f"""
+            import sys
+            from actormem.models.embedders import HashEmbedder
+            from actormem.store import DuckDBStore, StoreLockedError
+            try:
+                DuckDBStore({str(path)!r}, embedder=HashEmbedder(64))
+            except StoreLockedError as exc:
+                print("LOCKED:", exc)
+                sys.exit(3)
+            sys.exit(0)
+            """
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 3, proc.stderr
+        assert "LOCKED:" in proc.stdout
+        assert str(path) in proc.stdout
+    # once closed, another opener succeeds
+    with _open(path) as again:
+        assert again.count(NS) == 1
+
+
+def _make_v1_file(path: Path, dim: int) -> None:
+    con = duckdb.connect(str(path))
+    con.execute(
+        f"""CREATE TABLE memories (
+            id VARCHAR PRIMARY KEY, user_id VARCHAR NOT NULL DEFAULT '',
+            agent_id VARCHAR NOT NULL DEFAULT '', run_id VARCHAR NOT NULL DEFAULT '',
+            kind VARCHAR NOT NULL, content VARCHAR NOT NULL, content_hash VARCHAR NOT NULL,
+            embedding FLOAT[{dim}], importance DOUBLE NOT NULL,
+            tags VARCHAR[] NOT NULL DEFAULT [], source_ids VARCHAR[] NOT NULL DEFAULT [],
+            created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL,
+            last_accessed TIMESTAMP NOT NULL, access_count BIGINT NOT NULL DEFAULT 0,
+            superseded_by VARCHAR, deleted_at TIMESTAMP)"""
+    )
+    con.execute(
+        """CREATE TABLE history (id VARCHAR NOT NULL, memory_id VARCHAR NOT NULL,
+            op VARCHAR NOT NULL, old_content VARCHAR, new_content VARCHAR,
+            ts TIMESTAMP NOT NULL)"""
+    )
+    vec = HashEmbedder(dim).embed(["Alice likes tea"])[0].tolist()
+    con.execute(
+        "INSERT INTO memories VALUES ('m1', 'alice', 'bot', '', 'fact', 'Alice likes tea', "
+        "'h', ?::FLOAT[" + str(dim) + "], 0.5, ['drink'], [], TIMESTAMP '2024-01-01', "
+        "TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-01', 2, NULL, NULL)",
+        [vec],
+    )
+    con.execute(
+        "INSERT INTO history VALUES ('h1', 'm1', 'ADD', NULL, 'Alice likes tea', "
+        "TIMESTAMP '2024-01-01')"
+    )
+    con.close()
+
+
+def test_migration_from_version_1(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    _make_v1_file(path, 64)
+    with _open(path) as store:
+        rec = store.get(NS, "m1")
+        assert rec is not None
+        assert rec.content == "Alice likes tea"
+        assert rec.namespace == Namespace(user_id="alice", agent_id="bot")
+        assert rec.metadata == {}
+        assert rec.access_count == 2
+        assert store.search("tea", NS)[0].memory.id == "m1"
+        hist = store.history(NS, "m1")
+        assert [h.op for h in hist] == ["ADD"]  # history got the namespace columns
+        store.add(NS, "new memory after migration", metadata={"v": 2})
+    con = duckdb.connect(str(path))
+    rows = con.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()
+    con.close()
+    assert [r[0] for r in rows] == list(range(2, SCHEMA_VERSION + 1))
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.duckdb"
+    _open(path).close()
+    con = duckdb.connect(str(path))
+    con.execute("INSERT INTO schema_version (version) VALUES (99)")
+    con.close()
+    with pytest.raises(SchemaVersionError, match="99"):
+        _open(path)
+
+
+def test_embedder_change_is_detected_and_reembed_fixes_it(tmp_path: Path) -> None:
+    path = tmp_path / "emb.duckdb"
+    with _open(path) as store:
+        store.add_many(NS, ["green tea", "black coffee", "red wine"])
+    with pytest.raises(EmbedderMismatchError) as err:
+        _open(path, embedder=HashEmbedder(32))
+    assert "hash-64" in str(err.value) and "hash-32" in str(err.value)
+    seen: list[tuple[int, int]] = []
+    with _open(
+        path,
+        embedder=HashEmbedder(32),
+        on_embedder_mismatch="reembed",
+        progress=lambda d, t: seen.append((d, t)),
+    ) as store:
+        assert store.dim == 32
+        assert store.search("coffee", NS, mode="vector")[0].memory.content == "black coffee"
+    assert seen and seen[-1][1] == 3
+    with _open(path, embedder=HashEmbedder(32)) as store:  # now the stored embedder
+        assert store.count(NS) == 3
+        report = store.reembed(embedder=HashEmbedder(48))
+        assert (report.previous_embedder, report.embedder) == ("hash-32", "hash-48")
+        assert report.memories == 3
+        assert store.search("wine", NS, mode="vector")[0].memory.content == "red wine"
+    with pytest.raises(EmbedderMismatchError):
+        _open(path, embedder=HashEmbedder(32))
+
+
+def test_closed_store_refuses_use(tmp_path: Path) -> None:
+    store = _open(tmp_path / "c.duckdb")
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreClosedError):
+        store.add(NS, "late")
+    with pytest.raises(StoreClosedError):
+        store.search("late", NS)
+
+
+def test_path_is_a_directory(tmp_path: Path) -> None:
+    from actormem.store import StoreError
+
+    with pytest.raises(StoreError, match="directory"):
+        _open(tmp_path)
+
+
+def test_threads_read_while_one_writes(tmp_path: Path) -> None:
+    store = _open(tmp_path / "threads.duckdb", touch_flush_interval=0.05)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            for i in range(40):
+                res = store.add(NS, f"threaded note {i} code q{i}z")
+                hits = store.search(f"q{i}z", NS, mode="keyword")
+                assert hits and hits[0].memory.id == res.id
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                store.search("threaded note", NS)
+                store.list(NS, limit=5)
+                store.count(NS)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer)] + [
+        threading.Thread(target=reader) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    store.close()
+    assert not errors, errors
+    with _open(tmp_path / "threads.duckdb") as again:
+        assert again.count(NS) == 40
+
+
+def test_index_matches_file_after_many_changes(tmp_path: Path) -> None:
+    path = tmp_path / "consistency.duckdb"
+    with _open(path, near_duplicate_threshold=0.97) as store:
+        ids = [r.id for r in store.add_many(NS, [f"memo {i} about {i * 7}" for i in range(300)])]
+        for mid in ids[:50]:
+            store.delete(NS, mid)
+        for mid in ids[50:80]:
+            store.update(NS, mid, content=f"rewritten {mid}")
+        store.consolidate(NS, threshold=0.99)
+        live_before = {h.memory.id for h in store.search("memo", NS, limit=1000, mode="vector")}
+    with _open(path) as store:
+        live_after = {h.memory.id for h in store.search("memo", NS, limit=1000, mode="vector")}
+        assert live_before == live_after
+        assert len(live_after) == store.count(NS)
+
+
+def test_wordllama_store_end_to_end(tmp_path: Path) -> None:
+    embedder = WordLlamaEmbedder()
+    with DuckDBStore(tmp_path / "wl.duckdb", embedder=embedder, touch_flush_interval=None) as store:
+        store.add_many(
+            NS,
+            [
+                "Alice adopted a golden retriever puppy last spring",
+                "The quarterly budget review is scheduled for Thursday",
+                "Alice is allergic to peanuts",
+            ],
+        )
+        hits = store.search("what pet does Alice have?", NS, mode="vector")
+        assert "retriever" in hits[0].memory.content
+        hits = store.search("when is the finance meeting", NS)
+        assert "budget" in hits[0].memory.content
+        # exact near-duplicate with the real model
+        res = store.add(NS, "Alice is allergic to peanuts.")
+        assert res.op == "MERGE"
+
+
+def test_wordllama_default_embedder_is_used(tmp_path: Path) -> None:
+    with DuckDBStore(tmp_path / "default.duckdb", touch_flush_interval=None) as store:
+        assert store.embedder.name == "wordllama-l2-supercat-256"
+        assert store.dim == 256
+        store.add(NS, "the default embedder works offline")
+        vec = store.search("offline embedder", NS)
+        assert vec and vec[0].cosine > 0.3
+        assert np.isfinite(vec[0].score)
