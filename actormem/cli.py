@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -137,8 +138,98 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         console.print(table)
         same = [m.id for m in rt2.messages()] == [m.id for m in convo]
         console.print(f"   every message restored with its id: [bold]{same}[/bold]")
+
+    ok = _demo_compression(console, folder)
     console.rule("done")
-    return 0 if same else 1
+    return 0 if same and ok else 1
+
+
+def _long_conversation(n: int) -> list[Msg]:
+    cities = ["Lisbon", "Porto", "Madrid", "Seville", "Valencia", "Bilbao"]
+    out: list[Msg] = []
+    for i in range(n):
+        city = cities[i % len(cities)]
+        out.append(
+            Msg.user(
+                f"Day {i + 1}: book a hotel in {city} for {2 + i % 3} nights, budget {80 + i} EUR."
+            )
+        )
+        if i % 3 == 0:
+            call = Msg.tool_call("search_hotels", {"city": city, "max_price": 80 + i})
+            listing = "\n".join(
+                f"{city} hotel #{k}: {60 + k} EUR/night, rating {3 + k % 3}.{k % 10}, breakfast"
+                for k in range(60)
+            )
+            out += [call, Msg.tool_result(call.tool_uses[0].id, listing, name="search_hotels")]
+        out.append(
+            Msg.assistant(
+                f"Booked {city} hotel #{i % 7} at {60 + i % 7} EUR/night (ref BK{1000 + i})."
+            )
+        )
+    return out
+
+
+def _demo_compression(console: Console, folder: Path) -> bool:
+    from actormem.compress import AutoContextConfig
+    from actormem.events import CompressionSkipped, ContextCompressed
+
+    console.print(
+        "\n[bold]5. AutoContext: a long conversation is compressed live, off the add() path.[/bold]"
+    )
+    cfg = AutoContextConfig.for_window(8192)
+    console.print(
+        f"   budget: {cfg.token_budget:,} tokens or {cfg.msg_threshold} messages; "
+        f"the last {cfg.last_keep} stay verbatim"
+    )
+    seen: list[Event] = []
+
+    def show(e: Event) -> None:
+        seen.append(e)
+        if isinstance(e, ContextCompressed):
+            console.print(
+                f"  [dim]event[/dim] [cyan]ContextCompressed[/cyan] {e.strategy:<22} "
+                f"tokens {e.tokens_before:>6,} -> {e.tokens_after:>6,}  "
+                f"({e.messages_replaced} msgs, {e.duration_ms:.1f} ms, "
+                f"{e.summarizer or 'no summary'})",
+                highlight=False,
+            )
+        elif isinstance(e, CompressionSkipped):
+            console.print(f"  [dim]event[/dim] [yellow]CompressionSkipped[/yellow] {e.reason}")
+
+    convo = _long_conversation(60)
+    with MemoryRuntime(session_dir=folder, autocontext=cfg) as rt:
+        rt.subscribe(show, ContextCompressed, CompressionSkipped)
+        t0 = time.perf_counter()
+        for m in convo:
+            rt.add(m)
+        add_ms = (time.perf_counter() - t0) * 1e3
+        rt.compress_now()
+        time.sleep(0.2)
+        working = rt.messages()
+        counter = cfg.token_counter
+        before, after = counter.count_msgs(convo), counter.count_msgs(working)
+        console.print(
+            f"   added {len(convo)} messages in {add_ms:.1f} ms; working context "
+            f"{len(working)} messages, {after:,} tokens (from {before:,}: {after / before:.0%})"
+        )
+        ref = next((m for m in working if "offload_id" in m.metadata), None)
+        if ref is None:
+            console.print("   [red]nothing was offloaded[/red]")
+            return False
+        oid = str(ref.metadata["offload_id"])
+        console.print(f"   the model sees: [italic]{ref.text[:150]}...[/italic]")
+        rt.save_session("demo-long")
+    with MemoryRuntime(session_dir=folder, autocontext=cfg) as rt2:
+        rt2.load_session("demo-long")
+        originals = rt2.reload(oid)
+        console.print(
+            f"   after a save and restore, context_reload({oid!r}) returns "
+            f"{len(originals)} original message(s); the first: "
+            f"[italic]{originals[0].text[:80]}[/italic]"
+        )
+        full = len(rt2.history()) == len(convo)
+        console.print(f"   full original history still available: [bold]{full}[/bold]")
+    return full and any(isinstance(e, ContextCompressed) for e in seen)
 
 
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
@@ -202,6 +293,109 @@ class _UsageError(Exception):
     pass
 
 
+# -- memories -------------------------------------------------------------------------------
+
+
+def _namespace(args: argparse.Namespace) -> Any:
+    from actormem.store import Namespace
+
+    if not (args.user or args.agent or args.run):
+        raise _UsageError("name a namespace with --user, --agent and/or --run")
+    return Namespace(user_id=args.user, agent_id=args.agent, run_id=args.run)
+
+
+def _progress_bar(console: Console, label: str) -> tuple[Any, Any]:
+    from rich.progress import Progress
+
+    progress = Progress(console=console, transient=True)
+    task = progress.add_task(label, total=None)
+
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return progress, update
+
+
+def cmd_memories(args: argparse.Namespace, console: Console) -> int:
+    from actormem.store import DuckDBStore
+
+    if args.action != "import" and not Path(args.db).exists():
+        raise _UsageError(f"no memory store at {args.db} (pass --db PATH)")
+    ns = _namespace(args)
+    with DuckDBStore(args.db) as store:
+        if args.action == "search":
+            if not args.query:
+                raise _UsageError("memories search needs a query")
+            hits = store.search(args.query, ns, limit=args.limit)
+            if args.json:
+                print(json.dumps([msgspec.to_builtins(h) for h in hits]))
+                return 0
+            table = Table(title=f"{len(hits)} hit(s) for {args.query!r}")
+            for col in ("score", "kind", "created", "content"):
+                table.add_column(col)
+            for h in hits:
+                when = dt.datetime.fromtimestamp(h.memory.created_at).strftime("%Y-%m-%d")
+                table.add_row(f"{h.score:.3f}", h.memory.kind, when, h.memory.content[:120])
+            console.print(table)
+        elif args.action == "stats":
+            stats = store.stats(ns)
+            if args.json:
+                print(json.dumps([msgspec.to_builtins(st) for st in stats]))
+                return 0
+            table = Table(title="long-term memory by namespace")
+            for col in ("namespace", "live", "deleted", "superseded", "kinds", "accesses"):
+                table.add_column(col)
+            for st in stats:
+                name = "/".join(v for v in msgspec.structs.astuple(st.namespace) if v)
+                kinds = ", ".join(f"{k}={v}" for k, v in sorted(st.kinds.items()))
+                table.add_row(
+                    name,
+                    str(st.live),
+                    str(st.deleted),
+                    str(st.superseded),
+                    kinds,
+                    str(st.total_access),
+                )
+            console.print(table)
+        elif args.action == "timeline":
+            rows = store.timeline(ns)
+            if args.json:
+                print(json.dumps(rows))
+                return 0
+            table = Table(title="memories per day")
+            table.add_column("day")
+            table.add_column("count", justify="right")
+            for day, count in rows:
+                table.add_row(str(day), str(count))
+            console.print(table)
+        elif args.action == "export":
+            if not args.path:
+                raise _UsageError("memories export needs a PATH (.parquet or .jsonl)")
+            progress, update = _progress_bar(console, "exporting")
+            with progress:
+                rep = store.export(ns, args.path, overwrite=args.force, progress=update)
+            if args.json:
+                print(json.dumps(msgspec.to_builtins(rep)))
+            else:
+                console.print(f"exported {rep.memories} memories to {rep.path} ({rep.format})")
+        elif args.action == "import":
+            if not args.path:
+                raise _UsageError("memories import needs a PATH (.parquet or .jsonl)")
+            progress, update = _progress_bar(console, "importing")
+            with progress:
+                irep = store.import_(args.path, namespace=ns, progress=update)
+            console.print(f"imported {irep.added} memories ({irep.merged} merged) from {irep.path}")
+        elif args.action == "forget":
+            if not args.yes:
+                raise _UsageError("memories forget deletes for good: add --yes to confirm")
+            frep = store.forget(ns)
+            if args.json:
+                print(json.dumps(msgspec.to_builtins(frep)))
+            else:
+                console.print(f"forgot {frep.memories} memories and {frep.history} history rows")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="actormem", description="A memory runtime for LLM agents.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -220,6 +414,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--json", action="store_true", help="JSON output")
     s.set_defaults(func=cmd_sessions)
+
+    m = sub.add_parser("memories", help="search and analyse a long-term memory store (DuckDB)")
+    m.add_argument("action", choices=["search", "stats", "timeline", "export", "import", "forget"])
+    m.add_argument("query", nargs="?", help="search: the query")
+    m.add_argument(
+        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
+    )
+    m.add_argument("--user", help="namespace: user id")
+    m.add_argument("--agent", help="namespace: agent id")
+    m.add_argument("--run", help="namespace: run id")
+    m.add_argument("--limit", type=int, default=10, help="search: number of hits")
+    m.add_argument("--path", help="export/import: a .parquet or .jsonl file")
+    m.add_argument("--force", action="store_true", help="export: overwrite PATH")
+    m.add_argument("--yes", action="store_true", help="forget: confirm")
+    m.add_argument("--json", action="store_true", help="JSON output")
+    m.set_defaults(func=cmd_memories)
+
     return p
 
 
@@ -228,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging("DEBUG" if args.debug else "WARNING")
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:
         rc: Any = args.func(args, console)
         return int(rc)

@@ -55,3 +55,37 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no session 'nope'" in r.stderr
     r = run("--debug", "sessions", "show", "bad", "--dir", str(tmp_path))
     assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_memories_commands_over_a_duckdb_file(tmp_path: Path) -> None:
+    from actormem.store import DuckDBStore, Namespace
+
+    db = tmp_path / "mem.duckdb"
+    with DuckDBStore(db) as store:
+        ada, bob = Namespace(user_id="ada"), Namespace(user_id="bob")
+        store.add(ada, "Ada prefers window seats on long flights", tags=("preference",))
+        store.add(ada, "Ada's locker code is 4242", kind="fact")
+        store.add(bob, "Bob is allergic to peanuts")
+    common = ["--db", str(db), "--user", "ada"]
+    r = run("memories", "search", "window seat", *common, "--json")
+    assert r.returncode == 0, r.stderr
+    hits = json.loads(r.stdout)
+    assert hits[0]["memory"]["content"].startswith("Ada prefers window seats")
+    assert all("Bob" not in h["memory"]["content"] for h in hits)
+    r = run("memories", "stats", *common, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["live"] == 2
+    r = run("memories", "timeline", *common, "--json")
+    assert r.returncode == 0 and sum(c for _, c in json.loads(r.stdout)) == 2
+    out = tmp_path / "ada.jsonl"
+    r = run("memories", "export", *common, "--path", str(out))
+    assert r.returncode == 0 and len(out.read_text().splitlines()) == 2
+    r = run("memories", "forget", *common)
+    assert r.returncode == 2 and "--yes" in r.stderr
+    r = run("memories", "forget", *common, "--yes", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["memories"] == 2
+    r = run("memories", "stats", "--db", str(db), "--user", "bob", "--json")
+    assert json.loads(r.stdout)[0]["live"] == 1
+    r = run("memories", "stats", "--db", str(tmp_path / "none.duckdb"), "--user", "x")
+    assert r.returncode == 2 and "no memory store" in r.stderr
+    r = run("memories", "stats", "--db", str(db))
+    assert r.returncode == 2 and "--user" in r.stderr
