@@ -57,7 +57,7 @@ import pyarrow as pa
 import structlog
 
 from actormem.models.base import Embedder
-from actormem.store._index import MemoryIndex, tokenize
+from actormem.store._index import STOPWORDS, MemoryIndex, tokenize
 from actormem.store._protocol import ProgressCallback
 from actormem.store._relevance import DAY_SECONDS, RelevanceWeights, decayed_relevance, relevance
 from actormem.store._schema import ensure_schema, read_meta, write_meta
@@ -102,6 +102,7 @@ _SELECT: Final = (
 )
 _LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 _WS_RE: Final = re.compile(r"\s+")
+_WORD_RE: Final = re.compile(r"\w+")
 _MAX_LIMIT: Final = 100_000
 
 
@@ -1371,7 +1372,7 @@ class DuckDBStore:
             raise InvalidMemoryError(f"unknown search mode {mode!r}")
         cfg = config or self._config
         terms = tokenize(query)
-        qvec = self._embed([query])[0] if mode != "keyword" and query.strip() else None
+        qvec = self._embed([_query_text(query)])[0] if mode != "keyword" and query.strip() else None
         now = self._clock()
         scored = self._index.search(
             scope, terms, qvec, limit, filters, cfg, mode, now, self._weights
@@ -2034,6 +2035,16 @@ class DuckDBStore:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def _query_text(query: str) -> str:
+    """The text embedded for a query: its words without stopwords (if any remain).
+
+    Question words ("when did", "what is") pull a static embedding towards
+    other questions rather than towards the facts that answer them.
+    """
+    words = [w for w in _WORD_RE.findall(query) if w.casefold() not in STOPWORDS]
+    return " ".join(words) if words else query
 
 
 def _check_limit(limit: object) -> None:

@@ -64,11 +64,25 @@ STOPWORDS: Final = frozenset(_STOPWORDS_TEXT.split())
 
 
 def _stem(word: str) -> str:
-    """A very light English plural stripper (keeps digits and short words)."""
-    if len(word) > 4 and word.endswith("ies"):
+    """A light English suffix stripper: plurals, ``-ing`` and ``-ed``.
+
+    ``painting``/``painted``/``paints`` -> ``paint``, ``running`` -> ``run``,
+    ``stories`` -> ``story``.  Words of four letters or fewer and numbers are
+    kept as they are.  Measured on LoCoMo it lifts BM25 recall@10 by about
+    1.5 points (see ``benchmarks/bench_locomo.py``).
+    """
+    if len(word) <= 4 or word.isdigit():
+        return word
+    if word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ing", "ed"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]
+            return word
     return word
 
 

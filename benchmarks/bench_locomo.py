@@ -1,0 +1,180 @@
+"""Evidence recall on LoCoMo: how many evidence turns does each search mode find?
+
+Each conversation of ``../shared/data/locomo_dev.json`` goes into its own
+store (one namespace per conversation); every turn is one memory whose
+content is ``"<speaker>: <text>"`` (plus the shared photo's caption when
+there is one), with the session date as ``created_at`` and speaker, turn id
+and session in the metadata.  Every question of categories 1-4 is asked, and
+we report the mean share of its evidence turns found in the top 1/5/10/20 for
+keyword-only (BM25), vector-only (WordLlama cosine) and hybrid search, plus a
+few fusion variants.
+
+Turns are stored with ``dedup=False``: two different turns that say "Thanks!"
+are two events, not one fact.  Searches use ``touch=False`` so questions do
+not change each other's relevance.
+
+Usage::
+
+    python -m benchmarks.bench_locomo [--quick] [--data PATH]
+
+The data file is read in place and never copied; without it the benchmark
+prints a note and returns ``{"skipped": ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from actormem.models.embedders import WordLlamaEmbedder
+from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig
+
+__all__ = ["main"]
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
+RESULTS = Path(__file__).resolve().parent / "results"
+KS = (1, 5, 10, 20)
+
+#: name -> (mode, config); the hybrid default is the store's default config.
+VARIANTS: dict[str, tuple[str, SearchConfig | None]] = {
+    "keyword": ("keyword", None),
+    "keyword_b0.75": ("keyword", SearchConfig(bm25_b=0.75)),
+    "vector": ("vector", None),
+    "hybrid": ("hybrid", None),
+    "hybrid_no_relevance": ("hybrid", SearchConfig(relevance_weight=0.0)),
+    "hybrid_rrf": ("hybrid", SearchConfig(method="rrf", relevance_weight=0.0)),
+    "hybrid_kw0.3": (
+        "hybrid",
+        SearchConfig(vector_weight=0.7, keyword_weight=0.3, relevance_weight=0.0),
+    ),
+    "hybrid_kw0.7": (
+        "hybrid",
+        SearchConfig(vector_weight=0.3, keyword_weight=0.7, relevance_weight=0.0),
+    ),
+}
+
+
+def _parse_date(text: str) -> float | None:
+    for fmt in ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y"):
+        try:
+            return datetime.strptime(text.strip(), fmt).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
+def _turns(conv: dict[str, Any]) -> list[NewMemory]:
+    out: list[NewMemory] = []
+    n = 1
+    while f"session_{n}" in conv:
+        date_text = str(conv.get(f"session_{n}_date_time", ""))
+        created = _parse_date(date_text)
+        for turn in conv[f"session_{n}"]:
+            text = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            out.append(
+                NewMemory(
+                    content=text,
+                    kind="episode",
+                    id=f"{turn['dia_id']}",
+                    created_at=created,
+                    metadata={"speaker": turn["speaker"], "session": n, "date": date_text},
+                    source_ids=(turn["dia_id"],),
+                )
+            )
+        n += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print a table, write ``results/bench_locomo.json``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two conversations only")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    args = parser.parse_args(argv)
+
+    if not args.data.is_file():
+        msg = f"LoCoMo data not found at {args.data}; skipping"
+        print(msg)
+        return {"skipped": msg}
+    data = json.loads(args.data.read_text())
+    if args.quick:
+        data = data[:2]
+    embedder = WordLlamaEmbedder()
+    sums = {name: dict.fromkeys(KS, 0.0) for name in VARIANTS}
+    latency: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    n_questions = 0
+    n_turns = 0
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for sample in data:
+            ns = Namespace(user_id=str(sample["sample_id"]))
+            store = DuckDBStore(
+                Path(tmp) / f"{sample['sample_id']}.duckdb",
+                embedder=embedder,
+                touch_flush_interval=None,
+            )
+            try:
+                turns = _turns(sample["conversation"])
+                n_turns += len(turns)
+                store.add_many(ns, turns, dedup=False)
+                for qa in sample["qa"]:
+                    if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
+                        continue
+                    evidence = {e.strip() for e in qa["evidence"]}
+                    n_questions += 1
+                    for name, (mode, cfg) in VARIANTS.items():
+                        t0 = time.perf_counter()
+                        hits = store.search(
+                            qa["question"], ns, limit=max(KS), mode=mode, config=cfg, touch=False
+                        )  # type: ignore[arg-type]
+                        latency[name].append(time.perf_counter() - t0)
+                        ids = [h.memory.id for h in hits]
+                        for k in KS:
+                            found = len(evidence & set(ids[:k]))
+                            sums[name][k] += found / len(evidence)
+            finally:
+                store.close()
+    recall = {
+        name: {f"recall@{k}": round(v / max(n_questions, 1), 4) for k, v in per_k.items()}
+        for name, per_k in sums.items()
+    }
+    result: dict[str, Any] = {
+        "benchmark": "locomo_evidence_recall",
+        "conversations": len(data),
+        "turns": n_turns,
+        "questions": n_questions,
+        "embedder": embedder.name,
+        "recall": recall,
+        "search_ms_p50": {
+            name: round(sorted(v)[len(v) // 2] * 1000, 3) for name, v in latency.items() if v
+        },
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+    header = f"{'mode':<22}" + "".join(f"{'R@' + str(k):>9}" for k in KS) + f"{'p50 ms':>9}"
+    print(
+        f"LoCoMo evidence recall: {len(data)} conversations, {n_turns} turns, "
+        f"{n_questions} questions (categories 1-4)"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, row in recall.items():
+        cells = "".join(f"{row[f'recall@{k}']:>9.3f}" for k in KS)
+        print(f"{name:<22}{cells}{result['search_ms_p50'][name]:>9.2f}")
+    if not args.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        name = "bench_locomo_quick.json" if args.quick else "bench_locomo.json"
+        (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
