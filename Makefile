@@ -43,5 +43,8 @@ bench: $(STAMP) $(PEERS)/.stamp
 stress: $(STAMP)
 	ACTORMEM_STRESS=1 $(BIN)/pytest -q -m "stress or not stress" tests
 
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q tests/reliability
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

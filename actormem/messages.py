@@ -264,7 +264,9 @@ def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
 
     msgspec constructors do not check types, so a ``Msg(role="robot", ...)``
     or content given as a plain string would otherwise travel into the
-    actors.  This check is cheap (no encoding unless the text is large).
+    actors; and a lone surrogate or a non-JSON object in metadata would make
+    every later session save fail.  The check encodes the message once
+    (about a microsecond for a short message).
 
     Raises:
         MessageError: naming the first problem found.
@@ -282,27 +284,25 @@ def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
         )
     if not isinstance(msg.id, str) or not msg.id:
         raise MessageError("message id must be a non-empty string")
-    size = 0
     for block in msg.content:
         if not isinstance(block, _BLOCK_TYPES):
             raise MessageError(f"message {msg.id!r}: unknown content block {type(block).__name__}")
         if isinstance(block, TextBlock):
             if not isinstance(block.text, str):
                 raise MessageError(f"message {msg.id!r}: text must be str")
-            size += len(block.text)
         elif isinstance(block, ToolResultBlock):
             if not isinstance(block.output, str):
                 raise MessageError(f"message {msg.id!r}: tool output must be str")
-            size += len(block.output)
     if not isinstance(msg.metadata, dict):
         raise MessageError(f"message {msg.id!r}: metadata must be a dict")
-    # Characters are a lower bound on UTF-8 bytes; encode only when close.
-    if size * 4 > max_bytes:
+    # Encoding once proves the message can be saved (no lone surrogates, no
+    # objects JSON cannot hold in metadata or tool input) and gives its size.
+    try:
         nbytes = len(_ENCODER.encode(msg))
-        if nbytes > max_bytes:
-            raise MessageError(
-                f"message {msg.id!r} is {nbytes} bytes, over the limit of {max_bytes}"
-            )
+    except (UnicodeEncodeError, TypeError, msgspec.EncodeError) as exc:
+        raise MessageError(f"message {msg.id!r} cannot be stored as JSON: {exc}") from None
+    if nbytes > max_bytes:
+        raise MessageError(f"message {msg.id!r} is {nbytes} bytes, over the limit of {max_bytes}")
     return msg
 
 
@@ -375,7 +375,7 @@ def from_openai(item: dict[str, Any]) -> Msg:
     if not isinstance(item, dict):
         raise MessageError(f"OpenAI message must be an object, got {type(item).__name__}")
     role = item.get("role")
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise MessageError(f"OpenAI message has unknown role {role!r}")
     content = item.get("content")
     blocks: list[ContentBlock] = []
