@@ -1,8 +1,9 @@
 """MemoryRuntime: starts, wires, supervises and stops the memory actors.
 
-This is the one place that knows the topology.  Today it runs the
-short-term memory actor and the event bus; the compressor and the recorder
-plug in here as they land.
+This is the one place that knows the topology: the short-term memory
+actor, the AutoContext compressor (which watches the short-term stream), the
+long-term recorder (fed turns by :meth:`MemoryRuntime.record`, asking the
+short-term actor for the session at its end) and the event bus.
 
 Threading model (the README says the same):
 
@@ -14,7 +15,19 @@ Threading model (the README says the same):
 * Actors publish events on their own thread to the :class:`EventBus`, which
   queues them per subscriber; each subscription has its own delivery thread.
 * The ``a``-prefixed methods are the asyncio twins: they await the same
-  futures through ``asyncio.wrap_future`` and never block the event loop.
+  futures through ``asyncio.wrap_future`` (or run blocking store calls in a
+  worker thread) and never block the event loop.
+* Long-term reads (``retrieve``, ``get_fact``) and synchronous writes
+  (``save_fact``, the ``record_to_memory`` tool) run on the caller's thread
+  against the store, which serialises writers itself; they never wait
+  behind a recording batch.  ``record`` only enqueues.
+
+Turns and idleness: a turn is *in flight* from the moment a ``user``
+message is added until ``on_turn_end()`` or ``record()`` (of the finished
+turn) is called.  Every call into the runtime counts as activity; when there
+has been none for ``RecorderConfig.idle_seconds`` and no turn is in flight,
+an Rx timer runs ``on_idle`` maintenance once (and again only after new
+activity and another quiet period).
 """
 
 from __future__ import annotations
@@ -22,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,6 +44,7 @@ import msgspec
 import reactivex
 import structlog
 from reactivex import abc as rx_abc
+from reactivex.scheduler import EventLoopScheduler
 
 from actormem.actors._supervisor import Supervisor
 from actormem.actors.autocontext import (
@@ -42,6 +56,15 @@ from actormem.actors.autocontext import (
     ReloadOffload,
     context_reload_tool,
 )
+from actormem.actors.recorder import (
+    RECORDER,
+    EndSession,
+    RecorderActor,
+    RecordingError,
+    RecordingTracker,
+    RecordTurn,
+    RunMaintenance,
+)
 from actormem.actors.short_term import SHORT_TERM, ShortTermMemoryActor, ShortTermState
 from actormem.compress import AutoContextConfig, CompressionOutcome, render_transcript
 from actormem.events import (
@@ -49,29 +72,56 @@ from actormem.events import (
     ClearMessages,
     DeleteMessages,
     Event,
+    FactReconciled,
     GetMessages,
     GetSize,
     GetState,
     LoadState,
     MemoryCleared,
+    MemoryRecorded,
+    MemoryRetrieved,
     MessageAdded,
     MessagesDeleted,
     MessagesReplaced,
+    RecordingBacklog,
     SessionLoaded,
     SessionSaved,
 )
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
-from actormem.models.base import ChatModel, ToolSpec
+from actormem.models.base import ChatModel, Embedder, ToolSpec
+from actormem.recorder import (
+    RECORD_TOOL,
+    RETRIEVE_TOOL,
+    FleetingMemory,
+    KeyedFacts,
+    LongTermMemoryMode,
+    RecorderConfig,
+    UnknownToolError,
+    format_for_injection,
+    parse_record_args,
+    parse_retrieve_args,
+    record_to_memory_tool,
+    render_recorded,
+    render_retrieved,
+    retrieve_from_memory_tool,
+)
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession
 from actormem.state import StateError, StateModule
+from actormem.store import DuckDBStore, MemoryStore, Namespace, NewMemory, SearchHit
 from actormem.streams import EventBus
 
-__all__ = ["RUNTIME", "ActorStateModule", "MemoryRuntime"]
+__all__ = ["DEFAULT_NAMESPACE", "LONG_TERM_FILE", "RUNTIME", "ActorStateModule", "MemoryRuntime"]
 
 log = structlog.get_logger(__name__)
 
 #: ``source`` of the runtime's own events (session saved/loaded).
 RUNTIME = "runtime"
+#: The namespace of long-term memories when none is given.
+DEFAULT_NAMESPACE = Namespace(user_id="default", agent_id="agent")
+#: The long-term store file (inside ``session_dir``) when ``long_term`` is set without ``store``.
+LONG_TERM_FILE = "long_term.duckdb"
+_CONTEXT_RELOAD = "context_reload"
+_MAX_RETRIEVE = 1_000
 
 
 class ActorStateModule(StateModule):
@@ -132,6 +182,22 @@ class MemoryRuntime(StateModule):
             extractive summarizer when None).
         max_msg_bytes: messages larger than this (JSON) are refused.
         max_restarts: supervised restarts allowed per actor per minute.
+        store: the long-term store: a :class:`~actormem.store.MemoryStore`
+            (the caller keeps ownership and closes it), or a path, which
+            opens a :class:`~actormem.store.DuckDBStore` that :meth:`close`
+            closes.  Giving a store turns the recorder on.
+        long_term: the long-term memory mode.  None with a store means
+            ``STATIC_CONTROL``; a mode without a store opens
+            ``<session_dir>/long_term.duckdb``.  Neither: no long-term memory.
+        namespace: whose memories these are (default
+            ``Namespace(user_id="default", agent_id="agent")``); reads and
+            writes never leave it.
+        recorder: batching, extraction, promotion and maintenance settings.
+        embedder: the embedder of a store opened from a path (default: the
+            bundled WordLlama model).
+
+    ``model`` also extracts and reconciles facts when given; without it the
+    offline rule extractor is used.
 
     Example::
 
@@ -149,8 +215,22 @@ class MemoryRuntime(StateModule):
         model: ChatModel | None = None,
         max_msg_bytes: int = DEFAULT_MAX_MSG_BYTES,
         max_restarts: int = 5,
+        store: MemoryStore | str | os.PathLike[str] | None = None,
+        long_term: LongTermMemoryMode | str | None = None,
+        namespace: Namespace | None = None,
+        recorder: RecorderConfig | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         super().__init__()
+        mode, lt_config, ns = _long_term_args(store, long_term, namespace, recorder, embedder)
+        # The store opens before any actor starts, so a bad path leaves nothing running.
+        self._store: MemoryStore | None = None
+        self._own_store = False
+        if mode is not None:
+            self._store, self._own_store = _open_store(store, session_dir, embedder)
+        self._mode: LongTermMemoryMode | None = mode
+        self._namespace: Namespace = ns
+        self._recorder_config: RecorderConfig = lt_config
         self.bus: EventBus = EventBus()
         self.session: JsonSession = JsonSession(session_dir)
         self.max_msg_bytes: int = max_msg_bytes
@@ -182,6 +262,51 @@ class MemoryRuntime(StateModule):
             self._compressor_feed = self.bus.observable(
                 lambda e: e.source == SHORT_TERM and isinstance(e, feed_types), name=AUTOCONTEXT
             ).subscribe(comp.tell)
+        self.fleeting: FleetingMemory = FleetingMemory()
+        self._last_activity: float = time.monotonic()
+        self._turn_open: bool = False
+        self._idle_ran_for: float = -1.0
+        self._failed_seen: int = 0
+        self._recorder: Supervisor | None = None
+        self._keyed: KeyedFacts | None = None
+        self._scheduler: EventLoopScheduler | None = None
+        self._tracker: RecordingTracker = RecordingTracker(
+            max_pending=lt_config.max_pending,
+            backlog_limit=lt_config.backlog_limit,
+            on_backlog=lambda pending, limit: publish(
+                RecordingBacklog(source=RECORDER, pending=pending, limit=limit)
+            ),
+        )
+        if self._store is not None:
+            self._start_recorder(self._store, stm, model, max_restarts)
+
+    def _start_recorder(
+        self, store: MemoryStore, stm: Supervisor, model: ChatModel | None, max_restarts: int
+    ) -> None:
+        publish = self.bus.publish
+        config, ns, tracker = self._recorder_config, self._namespace, self._tracker
+        scheduler = EventLoopScheduler()
+        self._scheduler = scheduler
+        self._recorder = Supervisor(
+            RECORDER,
+            lambda sup, state: RecorderActor.start(
+                sup,
+                publish,
+                store=store,
+                namespace=ns,
+                config=config,
+                tracker=tracker,
+                scheduler=scheduler,
+                stm=stm,
+                model=model,
+                state=state,
+            ),
+            publish,
+            max_restarts=max_restarts,
+        )
+        self._keyed = KeyedFacts(store, ns)
+        if config.idle_seconds is not None:
+            scheduler.schedule_relative(config.idle_seconds, self._idle_check)
 
     @property
     def component_name(self) -> str:
@@ -230,6 +355,9 @@ class MemoryRuntime(StateModule):
         if self._closed:
             raise RuntimeError("the memory runtime is closed")
         self._stm.tell(AddMessages(msgs=msgs))
+        self._last_activity = time.monotonic()
+        if not self._turn_open and any(m.role == "user" for m in msgs):
+            self._turn_open = True
 
     def _check_seq(self, msgs: object) -> tuple[Msg, ...]:
         if isinstance(msgs, list | tuple):
@@ -238,7 +366,11 @@ class MemoryRuntime(StateModule):
 
     def add_many(self, msgs: Sequence[Msg]) -> None:
         """Append several messages in order (one command to the actor)."""
-        self._stm.tell(AddMessages(msgs=self._check_seq(msgs)))
+        checked = self._check_seq(msgs)
+        self._stm.tell(AddMessages(msgs=checked))
+        self._last_activity = time.monotonic()
+        if not self._turn_open and any(m.role == "user" for m in checked):
+            self._turn_open = True
 
     def messages(self) -> list[Msg]:
         """The current working messages, in order."""
@@ -270,6 +402,11 @@ class MemoryRuntime(StateModule):
         return int(self._stm.ask(ClearMessages()))
 
     # -- compression ----------------------------------------------------------------
+
+    @property
+    def compressor_enabled(self) -> bool:
+        """Whether this runtime runs the AutoContext compressor."""
+        return self._compressor is not None
 
     def _need_compressor(self) -> Supervisor:
         if self._compressor is None:
@@ -315,8 +452,343 @@ class MemoryRuntime(StateModule):
         return list(self._compressor.ask(GetHistory()))
 
     def tools(self) -> list[ToolSpec]:
-        """The tool definitions the agent should offer the model for this runtime."""
-        return [context_reload_tool()] if self._compressor is not None else []
+        """The tool definitions the agent should offer the model for this runtime.
+
+        ``context_reload`` when the compressor runs; ``record_to_memory`` and
+        ``retrieve_from_memory`` in ``AGENT_CONTROL`` and ``BOTH`` modes.
+        """
+        out: list[ToolSpec] = []
+        if self._compressor is not None:
+            out.append(context_reload_tool())
+        if self._mode is not None and self._mode.agent_tools:
+            out.extend((record_to_memory_tool(), retrieve_from_memory_tool()))
+        return out
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run one of :meth:`tools` and return the text the model reads back.
+
+        Args:
+            name: the tool name.
+            arguments: its arguments (the decoded JSON object of the call).
+
+        Returns:
+            The tool's result text.
+
+        Raises:
+            UnknownToolError: (a KeyError) the runtime does not offer ``name``.
+            ValueError: the arguments are missing, unknown or mistyped (named).
+        """
+        handlers = self._tool_handlers()
+        handler = handlers.get(name) if isinstance(name, str) else None
+        if handler is None:
+            offered = ", ".join(sorted(handlers)) or "none"
+            hint = ""
+            if name in (RECORD_TOOL, RETRIEVE_TOOL):
+                mode = self._mode.name if self._mode is not None else "no long-term memory"
+                hint = f" (memory tools need AGENT_CONTROL or BOTH mode; this runtime has {mode})"
+            raise UnknownToolError(f"unknown tool {name!r}{hint}; this runtime offers: {offered}")
+        if not isinstance(arguments, Mapping):
+            raise ValueError(
+                f"{name}: arguments must be a JSON object, got {type(arguments).__name__}"
+            )
+        self._last_activity = time.monotonic()
+        return handler(arguments)
+
+    def _tool_handlers(self) -> dict[str, Callable[[Mapping[str, Any]], str]]:
+        handlers: dict[str, Callable[[Mapping[str, Any]], str]] = {}
+        if self._compressor is not None:
+            handlers[_CONTEXT_RELOAD] = self._context_reload_tool
+        if self._mode is not None and self._mode.agent_tools:
+            handlers[RECORD_TOOL] = self._record_tool
+            handlers[RETRIEVE_TOOL] = self._retrieve_tool
+        return handlers
+
+    def _context_reload_tool(self, arguments: Mapping[str, Any]) -> str:
+        missing = {"offload_id"} - set(arguments)
+        unknown = set(arguments) - {"offload_id"}
+        if missing or unknown:
+            raise ValueError(
+                f"{_CONTEXT_RELOAD}: missing {sorted(missing)} / unknown {sorted(unknown)} "
+                "argument(s); it takes exactly 'offload_id'"
+            )
+        oid = arguments["offload_id"]
+        if not isinstance(oid, str) or not oid:
+            raise ValueError(f"{_CONTEXT_RELOAD}: 'offload_id' must be a non-empty string")
+        return self.context_reload(oid)
+
+    def _record_tool(self, arguments: Mapping[str, Any]) -> str:
+        thinking, items = parse_record_args(arguments)
+        store = self._need_store()
+        t0 = time.perf_counter()
+        meta = {"thinking": thinking[:2_000]} if thinking else {}
+        news = [
+            NewMemory(
+                content=item,
+                kind="fact",
+                importance=0.7,
+                tags=("agent-recorded",),
+                metadata=meta,
+            )
+            for item in items
+        ]
+        results = store.add_many(self._namespace, news)
+        self.bus.publish(
+            MemoryRecorded(
+                source=RECORDER,
+                ids=tuple(r.id for r in results),
+                added=sum(1 for r in results if r.op == "ADD"),
+                unchanged=sum(1 for r in results if r.op != "ADD"),
+                duration_ms=(time.perf_counter() - t0) * 1e3,
+            )
+        )
+        return render_recorded(items, results)
+
+    def _retrieve_tool(self, arguments: Mapping[str, Any]) -> str:
+        keywords, limit = parse_retrieve_args(arguments)
+        return render_retrieved(keywords, self.retrieve(" ".join(keywords), limit))
+
+    # -- long-term memory -------------------------------------------------------------
+
+    @property
+    def long_term_mode(self) -> LongTermMemoryMode | None:
+        """The long-term memory mode (None: this runtime has no long-term memory)."""
+        return self._mode
+
+    @property
+    def store(self) -> MemoryStore | None:
+        """The long-term store (None: no long-term memory)."""
+        return self._store
+
+    @property
+    def namespace(self) -> Namespace:
+        """Whose long-term memories this runtime reads and writes."""
+        return self._namespace
+
+    @property
+    def recorder_config(self) -> RecorderConfig:
+        """The recorder's settings."""
+        return self._recorder_config
+
+    def _need_store(self) -> MemoryStore:
+        if self._store is None:
+            raise RuntimeError(
+                "this runtime has no long-term memory: create it with "
+                "MemoryRuntime(store='memory.duckdb') or long_term=LongTermMemoryMode.BOTH"
+            )
+        return self._store
+
+    def _need_recorder(self) -> Supervisor:
+        self._need_store()
+        assert self._recorder is not None
+        return self._recorder
+
+    def retrieve(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """Search the long-term memory (keyed facts included), best first.
+
+        Runs on the caller's thread; emits ``MemoryRetrieved``.
+
+        Args:
+            query: what to look for.
+            limit: how many hits at most (1 to 1,000).
+
+        Raises:
+            RuntimeError: the runtime has no long-term memory.
+            ValueError: ``query`` is not a string or ``limit`` is out of range.
+        """
+        store = self._need_store()
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a str, got {type(query).__name__}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_RETRIEVE:
+            raise ValueError(f"limit must be an int from 1 to {_MAX_RETRIEVE}, got {limit!r}")
+        self._last_activity = time.monotonic()
+        t0 = time.perf_counter()
+        hits = store.search(query, self._namespace, limit)
+        if self._keyed is not None:
+            keyed = store.search(query, self._keyed.namespace, limit)
+            if keyed:
+                hits = sorted([*hits, *keyed], key=lambda h: -h.score)[:limit]
+        ms = (time.perf_counter() - t0) * 1e3
+        self.bus.publish(
+            MemoryRetrieved(
+                source=RECORDER,
+                query=query,
+                hit_ids=tuple(h.memory.id for h in hits),
+                scores=tuple(h.score for h in hits),
+                latency_ms=ms,
+            )
+        )
+        return hits
+
+    def format_for_injection(self, query: str, max_tokens: int = 800) -> str:
+        """The ``<long_term_memory>`` block for ``query`` within ``max_tokens`` ("" when no hits).
+
+        Retrieves ``RecorderConfig.inject_limit`` memories and keeps the best
+        that fit, each with its date and kind.
+        """
+        hits = self.retrieve(query, self._recorder_config.inject_limit)
+        return format_for_injection(hits, max_tokens)
+
+    def record(self, msgs: Msg | Sequence[Msg]) -> None:
+        """Submit one turn (its messages, in order) for long-term recording.
+
+        Returns at once: the turn is queued to the recorder, which batches,
+        extracts and commits in the background.  It is acknowledged (on disk
+        and retrievable) once :meth:`flush` returns.  Only when
+        ``RecorderConfig.max_pending`` turns are waiting does this wait for
+        room (back-pressure; nothing is dropped).  Ends the turn in flight.
+
+        Raises:
+            MessageError: a message is malformed, or ``msgs`` is empty.
+            RuntimeError: no long-term memory, or the runtime is closed.
+        """
+        rec = self._need_recorder()
+        msgs_t = (msgs,) if isinstance(msgs, Msg) else msgs
+        checked = self._check_seq(msgs_t)
+        if not checked:
+            raise MessageError("record() needs at least one message")
+        if self._closed:
+            raise RuntimeError("the memory runtime is closed")
+        self._tracker.submit(alive=lambda: rec.alive)
+        try:
+            rec.tell(RecordTurn(msgs=checked))
+        except BaseException:
+            self._tracker.cancel()
+            raise
+        self._turn_open = False
+        self._last_activity = time.monotonic()
+
+    def flush(self, timeout: float | None = 60) -> None:
+        """Wait until every turn submitted before this call is committed to the store.
+
+        Raises:
+            TimeoutError: not everything was committed within ``timeout`` seconds.
+            RecordingError: some turns could not be committed since the last flush
+                (the events and log say why).
+        """
+        if self._recorder is None:
+            return
+        tracker = self._tracker
+        target = tracker.submitted
+        if not tracker.wait(target, timeout):
+            raise TimeoutError(
+                f"the recorder committed {tracker.finished} of {target} submitted turns "
+                f"within {timeout}s ({tracker.pending} pending)"
+            )
+        failed = tracker.failed
+        if failed > self._failed_seen:
+            n = failed - self._failed_seen
+            self._failed_seen = failed
+            raise RecordingError(
+                f"{n} turn(s) could not be committed to the long-term store: {tracker.last_error}"
+            )
+
+    def recording_stats(self) -> dict[str, int]:
+        """Turns submitted, committed (or failed), failed and pending."""
+        t = self._tracker
+        return {
+            "submitted": t.submitted,
+            "finished": t.finished,
+            "failed": t.failed,
+            "pending": t.pending,
+        }
+
+    def save_fact(self, key: str, value: str, category: str = "general") -> None:
+        """Store an exact fact under ``key`` (a later save replaces it; history is kept).
+
+        Synchronous: when it returns, the fact is on disk.
+
+        Raises:
+            ValueError: an argument is empty, too long or not a string.
+            RuntimeError: no long-term memory.
+        """
+        self._need_store()
+        assert self._keyed is not None
+        self._last_activity = time.monotonic()
+        res = self._keyed.save(key, value, category)
+        op = {"ADD": "ADD", "UPDATE": "UPDATE"}.get(res.op, "NONE")
+        self.bus.publish(
+            FactReconciled(source=RECORDER, op=op, memory_id=res.id, new=f"{key}: {value}")
+        )
+
+    def get_fact(self, key: str) -> str | None:
+        """The exact value saved under ``key`` in this namespace, or None.
+
+        Raises:
+            ValueError: ``key`` is empty or not a string.
+            RuntimeError: no long-term memory.
+        """
+        self._need_store()
+        assert self._keyed is not None
+        self._last_activity = time.monotonic()
+        return self._keyed.get(key)
+
+    @property
+    def facts(self) -> KeyedFacts:
+        """The keyed facts (``items()``, ``history(key)``, ``delete(key)``)."""
+        self._need_store()
+        assert self._keyed is not None
+        return self._keyed
+
+    # -- lifecycle hooks ------------------------------------------------------------------
+
+    def on_turn_end(self) -> None:
+        """End the turn: clear the fleeting scratchpad; the idle timer may run again."""
+        self.fleeting.clear()
+        self._turn_open = False
+        self._last_activity = time.monotonic()
+
+    def on_session_end(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Flush recording, store a summary of the short-term memory and promote its
+        important messages (``metadata["importance"] >= promote_importance`` or
+        ``metadata["access_count"] >= promote_access_count``), clear the fleeting tier.
+
+        Returns:
+            ``{"messages", "summary_id", "promoted"}`` (empty without long-term memory).
+        """
+        self.fleeting.clear()
+        self._turn_open = False
+        self._last_activity = time.monotonic()
+        if self._recorder is None:
+            return {}
+        try:
+            self.flush(timeout)
+        except RecordingError as exc:
+            log.warning("runtime.session_end_flush_failed", error=str(exc))
+        report: dict[str, Any] = self._recorder.ask(EndSession(), timeout)
+        return report
+
+    def on_idle(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Run the store's maintenance now (decay, dedup, consolidation, caps).
+
+        The runtime also runs it by itself after ``RecorderConfig.idle_seconds``
+        of quiet when no turn is in flight.
+
+        Returns:
+            What each action did (empty without long-term memory).
+        """
+        if self._recorder is None:
+            return {}
+        report: dict[str, Any] = self._recorder.ask(RunMaintenance(reason="manual"), timeout)
+        return report
+
+    def _idle_check(self, scheduler: Any, state: Any = None) -> None:
+        """Timer callback: run maintenance after a quiet period, then re-arm."""
+        idle = self._recorder_config.idle_seconds
+        if self._closed or idle is None:
+            return
+        try:
+            quiet = time.monotonic() - self._last_activity
+            delay = idle - quiet
+            if delay <= 0:
+                delay = idle
+                stamp = self._last_activity
+                if not self._turn_open and self._idle_ran_for != stamp and self._recorder:
+                    self._idle_ran_for = stamp
+                    self._recorder.tell(RunMaintenance(reason="idle"))
+            if not self._closed and self._scheduler is not None:
+                self._scheduler.schedule_relative(max(delay, 0.005), self._idle_check)
+        except Exception as exc:  # the timer must survive (a stopped recorder at close)
+            log.warning("runtime.idle_check_failed", error=repr(exc))
 
     # -- sessions -------------------------------------------------------------------
 
@@ -392,6 +864,46 @@ class MemoryRuntime(StateModule):
         """Async :meth:`load_session` (file I/O runs in a worker thread)."""
         return await asyncio.to_thread(self.load_session, session_id)
 
+    async def aretrieve(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """Async :meth:`retrieve` (the search runs in a worker thread)."""
+        return await asyncio.to_thread(self.retrieve, query, limit)
+
+    async def aformat_for_injection(self, query: str, max_tokens: int = 800) -> str:
+        """Async :meth:`format_for_injection`."""
+        return await asyncio.to_thread(self.format_for_injection, query, max_tokens)
+
+    async def arecord(self, msgs: Msg | Sequence[Msg]) -> None:
+        """Async :meth:`record`: enqueues at once; waits in a worker thread under back-pressure."""
+        limit = self._recorder_config.max_pending
+        if limit is not None and self._tracker.pending >= limit:
+            await asyncio.to_thread(self.record, msgs)
+        else:
+            self.record(msgs)
+
+    async def aflush(self, timeout: float | None = 60) -> None:
+        """Async :meth:`flush`."""
+        await asyncio.to_thread(self.flush, timeout)
+
+    async def acall_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Async :meth:`call_tool` (the tool runs in a worker thread)."""
+        return await asyncio.to_thread(self.call_tool, name, arguments)
+
+    async def asave_fact(self, key: str, value: str, category: str = "general") -> None:
+        """Async :meth:`save_fact`."""
+        await asyncio.to_thread(self.save_fact, key, value, category)
+
+    async def aget_fact(self, key: str) -> str | None:
+        """Async :meth:`get_fact`."""
+        return await asyncio.to_thread(self.get_fact, key)
+
+    async def aon_session_end(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Async :meth:`on_session_end`."""
+        return await asyncio.to_thread(self.on_session_end, timeout)
+
+    async def aon_idle(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Async :meth:`on_idle`."""
+        return await asyncio.to_thread(self.on_idle, timeout)
+
     # -- lifecycle --------------------------------------------------------------------
 
     @property
@@ -400,12 +912,12 @@ class MemoryRuntime(StateModule):
         return sum(s.restart_count for s in self._supervisors())
 
     def _supervisors(self) -> list[Supervisor]:
-        return [s for s in (self._stm, self._compressor) if s is not None]
+        return [s for s in (self._stm, self._compressor, self._recorder) if s is not None]
 
     def _check_keys(self, keys: Any, strict: bool) -> None:
         # Components this runtime does not run (a compressor's state in a session
         # loaded without one) are ignored; its own must be present when strict.
-        known = {SHORT_TERM, AUTOCONTEXT}
+        known = {SHORT_TERM, AUTOCONTEXT, "fleeting"}
         unexpected = set(keys) - known
         missing = {SHORT_TERM} - set(keys) if strict else set()
         if unexpected or missing:
@@ -414,17 +926,35 @@ class MemoryRuntime(StateModule):
                 f"unexpected {sorted(unexpected)})"
             )
 
-    def close(self) -> None:
-        """Stop the actors (after they handle what is queued) and complete the streams."""
+    def close(self, timeout: float | None = 120) -> None:
+        """Flush the recorder, stop the actors (after they handle what is queued),
+        complete the streams and close a store the runtime opened itself.
+
+        Args:
+            timeout: how long to wait for the recorder to commit what it was given.
+        """
         if self._closed:
             return
         self._closed = True
+        if self._recorder is not None:
+            try:
+                self.flush(timeout)
+            except Exception as exc:  # close anyway; the log says what was not committed
+                log.error("runtime.close_flush_failed", error=str(exc))
+            self._recorder.stop(timeout=timeout if timeout is not None else 3600.0)
+        if self._scheduler is not None:
+            self._scheduler.dispose()
         if self._compressor_feed is not None:
             self._compressor_feed.dispose()
         if self._compressor is not None:
             self._compressor.stop()
         self._stm.stop()
         self.bus.close()
+        if self._own_store and self._store is not None:
+            try:
+                self._store.close()
+            except Exception as exc:
+                log.error("runtime.store_close_failed", error=repr(exc))
 
     def __enter__(self) -> MemoryRuntime:
         return self
@@ -447,3 +977,62 @@ def _unwrap(state: Any) -> ShortTermState | None:
     if state is None or isinstance(state, ShortTermState):
         return state
     raise TypeError(f"unexpected short-term state {type(state).__name__}")
+
+
+def _long_term_args(
+    store: object,
+    long_term: object,
+    namespace: object,
+    recorder: object,
+    embedder: object,
+) -> tuple[LongTermMemoryMode | None, RecorderConfig, Namespace]:
+    """Check the long-term arguments; return the mode (None: off), config and namespace."""
+    if namespace is not None and not isinstance(namespace, Namespace):
+        raise TypeError(f"namespace must be an actormem.store.Namespace, got {type(namespace)}")
+    if recorder is not None and not isinstance(recorder, RecorderConfig):
+        raise TypeError(f"recorder must be a RecorderConfig, got {type(recorder).__name__}")
+    if embedder is not None and not isinstance(embedder, Embedder):
+        raise TypeError(f"embedder must implement the Embedder protocol, got {type(embedder)}")
+    mode: LongTermMemoryMode | None = None
+    if long_term is not None:
+        if not isinstance(long_term, LongTermMemoryMode | str):
+            raise TypeError(
+                f"long_term must be a LongTermMemoryMode, got {type(long_term).__name__}"
+            )
+        mode = LongTermMemoryMode.parse(long_term)
+    elif store is not None:
+        mode = LongTermMemoryMode.STATIC_CONTROL
+    else:
+        given = [
+            name
+            for name, value in (
+                ("namespace", namespace),
+                ("recorder", recorder),
+                ("embedder", embedder),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} only apply to long-term memory: also pass store= "
+                "(a path or a MemoryStore) or long_term=LongTermMemoryMode..."
+            )
+    return mode, recorder or RecorderConfig(), namespace or DEFAULT_NAMESPACE
+
+
+def _open_store(
+    store: object, session_dir: str | os.PathLike[str], embedder: Embedder | None
+) -> tuple[MemoryStore, bool]:
+    """The store to use and whether the runtime opened it (and so must close it)."""
+    if store is None:
+        store = Path(session_dir) / LONG_TERM_FILE
+    if isinstance(store, str | os.PathLike):
+        return DuckDBStore(store, embedder=embedder), True
+    if isinstance(store, MemoryStore):
+        if embedder is not None and embedder is not getattr(store, "embedder", None):
+            log.warning(
+                "runtime.embedder_ignored",
+                reason="embedder= applies only to a store the runtime opens from a path",
+            )
+        return store, False
+    raise TypeError(f"store must be a MemoryStore or a path, got {type(store).__name__}")

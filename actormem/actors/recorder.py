@@ -1,0 +1,724 @@
+"""The long-term recorder actor: turns in, committed long-term memories out.
+
+Pipeline (one actor thread; the store does the I/O)::
+
+    record(turn) --tell--> RecordTurn --> Subject --buffer_with_time_or_count--> batch
+        --tell--> ProcessBatch --> episodes + extract facts + reconcile --> store (commit)
+
+* ``RecordTurn`` commands feed a reactivex Subject on the actor's thread
+  (its only producer).  ``buffer_with_time_or_count(batch_seconds,
+  batch_count)`` closes a batch by time or size; each batch comes back to
+  the actor as one ``ProcessBatch`` command, so a burst of turns costs one
+  extraction call and one store transaction for its adds (model UPDATE /
+  DELETE decisions are one transaction each).
+* Nothing is dropped.  Every submitted turn is counted by a
+  :class:`RecordingTracker` on the caller's side: ``pending`` is what was
+  submitted and not yet committed.  Past ``backlog_limit`` a
+  ``RecordingBacklog`` event is published; at ``max_pending`` the submitter
+  waits (back-pressure) instead of anything being thrown away.
+  ``flush()`` waits until every turn submitted before it is committed.
+  Stopping the actor completes the Subject, which emits the last partial
+  batch, and that batch is committed before the thread ends.
+* Failures never kill the actor: a model reply that stays malformed after
+  its retry is skipped (``RecordingFailed``; the turn's episode is still
+  stored), a failed store write is retried once and then reported
+  (``RecordingFailed``, and ``flush()`` raises :class:`RecordingError`).
+* ``EndSession`` summarizes the short-term memory (a request to the
+  short-term actor, which never asks anyone back) and promotes important
+  messages; ``RunMaintenance`` runs the store's maintenance on the namespace.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import msgspec
+import structlog
+from reactivex import abc as rx_abc
+from reactivex import operators as ops
+from reactivex.subject import Subject
+
+from actormem.actors._supervisor import (
+    ActorUnavailableError,
+    Request,
+    SupervisedActor,
+    Supervisor,
+)
+from actormem.compress import ExtractiveSummarizer, ModelSummarizer, Summarizer
+from actormem.events import (
+    Event,
+    FactReconciled,
+    GetMessages,
+    MaintenanceRan,
+    MemoryRecorded,
+    RecordingFailed,
+)
+from actormem.messages import Msg
+from actormem.models.base import ChatModel
+from actormem.recorder import (
+    Decision,
+    ExtractedFact,
+    ExtractionError,
+    ModelExtractor,
+    ModelReconciler,
+    RecorderConfig,
+    RuleExtractor,
+    reconcile_by_slot,
+    render_turn,
+)
+from actormem.store import (
+    MemoryNotFoundError,
+    MemoryRecord,
+    MemoryStore,
+    Namespace,
+    NewMemory,
+    SearchFilters,
+    StoreError,
+    WriteResult,
+    content_hash,
+)
+
+__all__ = [
+    "RECORDER",
+    "EndSession",
+    "ProcessBatch",
+    "RecordTurn",
+    "RecorderActor",
+    "RecordingError",
+    "RecordingTracker",
+    "RunMaintenance",
+]
+
+log = structlog.get_logger(__name__)
+
+#: The actor's name: the ``source`` of its events.
+RECORDER: Final = "recorder"
+_SESSION_INSTRUCTION: Final = (
+    "Summarize this conversation for long-term memory in the third person: who the user is, "
+    "what they wanted, what was decided or done, and anything left open. Keep names, numbers "
+    "and dates."
+)
+_WRITE_RETRY_DELAY: Final = 0.05
+
+
+class RecordingError(RuntimeError):
+    """Turns that were submitted could not be committed (the log and events say why)."""
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+class RecordTurn(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
+    """One turn to record (messages already validated by the runtime)."""
+
+    msgs: tuple[Msg, ...]
+
+
+class ProcessBatch(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
+    """A batch closed by the Rx buffer: extract, reconcile and commit it."""
+
+    turns: tuple[RecordTurn, ...]
+
+
+class EndSession(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
+    """Summarize the short-term memory and promote its important messages."""
+
+
+class RunMaintenance(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
+    """Run the configured store maintenance on the namespace."""
+
+    reason: str = "manual"
+
+
+# -- caller-side accounting ------------------------------------------------------------------
+
+
+class RecordingTracker:
+    """Counts submitted and committed turns; back-pressure, backlog warnings and flush.
+
+    Thread-safe.  The runtime calls :meth:`submit` per turn on the caller's
+    thread, the actor calls :meth:`done` per batch.
+
+    Args:
+        max_pending: :meth:`submit` waits while this many turns are pending
+            (None: never waits).
+        backlog_limit: pending count that triggers ``on_backlog(pending, limit)``
+            (again at each doubling; re-armed below half the limit).
+        on_backlog: the warning callback (called outside the lock).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_pending: int | None,
+        backlog_limit: int,
+        on_backlog: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._max = max_pending
+        self._limit = backlog_limit
+        self._warn_at = backlog_limit
+        self._on_backlog = on_backlog
+        self.submitted = 0
+        self.finished = 0
+        self.failed = 0
+        self.last_error = ""
+
+    @property
+    def pending(self) -> int:
+        """Turns submitted and not yet committed (or failed)."""
+        return self.submitted - self.finished
+
+    def submit(self, alive: Callable[[], bool] | None = None) -> int:
+        """Count one more turn, waiting while ``max_pending`` turns are pending.
+
+        Args:
+            alive: checked while waiting; when it returns False the wait ends
+                with :class:`ActorUnavailableError`.
+
+        Returns:
+            The turn's sequence number (1-based).
+
+        Raises:
+            ActorUnavailableError: the recorder stopped while we waited.
+        """
+        fire = 0
+        with self._cond:
+            if self._max is not None and self.submitted - self.finished >= self._max:
+                log.warning("recorder.backpressure", pending=self.pending, max_pending=self._max)
+                while self.submitted - self.finished >= self._max:
+                    self._cond.wait(0.25)
+                    if alive is not None and not alive():
+                        raise ActorUnavailableError("the recorder stopped while record() waited")
+            self.submitted += 1
+            seq = self.submitted
+            pending = self.submitted - self.finished
+            if pending >= self._warn_at:
+                fire = pending
+                self._warn_at *= 2
+        if fire and self._on_backlog is not None:
+            self._on_backlog(fire, self._limit)
+        return seq
+
+    def cancel(self) -> None:
+        """Undo one :meth:`submit` whose turn could not be sent."""
+        with self._cond:
+            self.submitted -= 1
+            self._cond.notify_all()
+
+    def done(self, n: int, *, failed: bool = False, error: str = "") -> None:
+        """``n`` turns were committed (or, with ``failed``, given up)."""
+        with self._cond:
+            self.finished += n
+            if failed:
+                self.failed += n
+                self.last_error = error
+            if self.submitted - self.finished < self._limit // 2:
+                self._warn_at = self._limit
+            self._cond.notify_all()
+
+    def wait(self, target: int, timeout: float | None) -> bool:
+        """Wait until ``target`` turns are finished; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.finished >= target, timeout)
+
+
+# -- the actor -----------------------------------------------------------------------------------
+
+
+class _Outcome:
+    __slots__ = ("added", "deleted", "ids", "unchanged", "updated")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.added = 0
+        self.updated = 0
+        self.deleted = 0
+        self.unchanged = 0
+
+
+class RecorderActor(SupervisedActor):
+    """See the module docstring.
+
+    Args:
+        supervisor: restarts this actor when a command fails (the handlers
+            are written not to raise).
+        publish: where events go.
+        store: the long-term store.
+        namespace: where memories are written (and the maintenance scope).
+        config: batching, extraction and maintenance settings.
+        tracker: the caller-side counters to report commits to.
+        scheduler: the Rx scheduler of the batch timer.
+        stm: the short-term memory actor (for ``EndSession``).
+        model: extracts and reconciles facts (offline rules when None).
+        state: unused (the recorder keeps nothing that a restart must carry).
+    """
+
+    def __init__(
+        self,
+        supervisor: Supervisor | None,
+        publish: Callable[[Event], None],
+        *,
+        store: MemoryStore,
+        namespace: Namespace,
+        config: RecorderConfig,
+        tracker: RecordingTracker,
+        scheduler: rx_abc.SchedulerBase,
+        stm: Supervisor | None = None,
+        model: ChatModel | None = None,
+        state: Any = None,
+    ) -> None:
+        super().__init__(supervisor)
+        self._publish = publish
+        self._store = store
+        self._ns = namespace
+        self._cfg = config
+        self._tracker = tracker
+        self._scheduler = scheduler
+        self._stm = stm
+        self._model = model
+        self._rules = RuleExtractor(min_confidence=config.confidence_threshold)
+        self._extractor: ModelExtractor | None = None
+        self._reconciler: ModelReconciler | None = None
+        self._summarizer: Summarizer = ExtractiveSummarizer()
+        if model is not None:
+            self._extractor = ModelExtractor(
+                model, timeout=config.model_timeout, retries=config.model_retries
+            )
+            self._reconciler = ModelReconciler(
+                model, timeout=config.model_timeout, retries=config.model_retries
+            )
+            self._summarizer = ModelSummarizer(model, timeout=config.model_timeout)
+        self._slots: dict[str, str] = {}  # slot -> memory id (offline reconciliation)
+        self._subject: Subject[RecordTurn] = Subject()
+        self._pipe: rx_abc.DisposableBase | None = None
+        self._stopping = False
+
+    def restart_state(self) -> None:
+        return None
+
+    # -- pipeline ---------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._pipe = self._subject.pipe(
+            ops.buffer_with_time_or_count(
+                self._cfg.batch_seconds, self._cfg.batch_count, scheduler=self._scheduler
+            ),
+        ).subscribe(on_next=self._emit, on_error=self._pipe_error)
+
+    def on_stop(self) -> None:
+        # Turns and batches that reached the inbox behind the stop message
+        # (a timer emission racing the stop) are handled here, then completing
+        # the subject emits the partial batch, which is processed right here
+        # too: shutdown commits everything it was given.
+        self._stopping = True
+        for cmd in _drain_inbox(self.actor_inbox):
+            try:
+                if isinstance(cmd, RecordTurn):
+                    self._subject.on_next(cmd)
+                elif isinstance(cmd, ProcessBatch):
+                    self._process(cmd.turns)
+            except Exception:
+                log.exception("recorder.drain_failed", command=type(cmd).__name__)
+        try:
+            self._subject.on_completed()
+        except Exception:
+            log.exception("recorder.final_batch_failed")
+        if self._pipe is not None:
+            self._pipe.dispose()
+
+    def _emit(self, batch: list[RecordTurn]) -> None:
+        if not batch:
+            return
+        cmd = ProcessBatch(turns=tuple(batch))
+        try:
+            if self._stopping:
+                self._process(cmd.turns)
+            elif self._supervisor is not None:
+                self._supervisor.tell(cmd)
+            else:
+                self.actor_ref.tell(cmd)
+        except Exception as exc:  # the actor is gone: say so, never lose count silently
+            log.error("recorder.batch_undeliverable", turns=len(batch), error=repr(exc))
+            self._tracker.done(len(batch), failed=True, error=repr(exc))
+            self._publish(
+                RecordingFailed(
+                    source=RECORDER, error=repr(exc), turns=len(batch), action="not recorded"
+                )
+            )
+
+    def _pipe_error(self, exc: Exception) -> None:
+        log.error("recorder.pipeline_error", error=repr(exc))
+
+    # -- commands -----------------------------------------------------------------------
+
+    def handle(self, cmd: Any) -> Any:
+        match cmd:
+            case RecordTurn():
+                self._subject.on_next(cmd)
+                return None
+            case ProcessBatch(turns=turns):
+                self._process(turns)
+                return None
+            case EndSession():
+                return self._end_session()
+            case RunMaintenance(reason=reason):
+                return self._maintenance(reason)
+        raise TypeError(f"recorder got an unknown command {type(cmd).__name__}")
+
+    # -- a batch ---------------------------------------------------------------------------
+
+    def _process(self, turns: tuple[RecordTurn, ...]) -> None:
+        n = len(turns)
+        t0 = time.perf_counter()
+        try:
+            out = self._record_batch(turns)
+        except Exception as exc:
+            log.exception("recorder.batch_failed", turns=n)
+            self._tracker.done(n, failed=True, error=repr(exc))
+            self._publish(
+                RecordingFailed(source=RECORDER, error=repr(exc), turns=n, action="not recorded")
+            )
+            return
+        self._tracker.done(n)
+        ms = (time.perf_counter() - t0) * 1e3
+        self._publish(
+            MemoryRecorded(
+                source=RECORDER,
+                ids=tuple(out.ids),
+                added=out.added,
+                updated=out.updated,
+                deleted=out.deleted,
+                unchanged=out.unchanged,
+                turns=n,
+                duration_ms=ms,
+            )
+        )
+        log.debug("recorder.batch", turns=n, ms=round(ms, 2), added=out.added)
+
+    def _record_batch(self, turns: tuple[RecordTurn, ...]) -> _Outcome:
+        cfg = self._cfg
+        items: list[NewMemory] = []
+        if cfg.record_episodes:
+            for t in turns:
+                text = render_turn(t.msgs, cfg.max_episode_chars)
+                if text:
+                    items.append(
+                        NewMemory(
+                            content=text,
+                            kind="episode",
+                            importance=cfg.episode_importance,
+                            tags=("episode",),
+                            source_ids=tuple(m.id for m in t.msgs),
+                            created_at=t.msgs[0].created_at,
+                        )
+                    )
+        episodes = len(items)
+        decisions = self._decide([t.msgs for t in turns])
+        adds = [d for d in decisions if d.op == "ADD"]
+        items.extend(_fact_memory(d) for d in adds)
+        out = _Outcome()
+        results: list[WriteResult] = []
+        if items:
+            results = self._write(lambda: self._store.add_many(self._ns, items))
+        for r in results[:episodes]:
+            out.ids.append(r.id)
+            if r.op == "ADD":
+                out.added += 1
+            else:
+                out.unchanged += 1
+        for d, r in zip(adds, results[episodes:], strict=True):
+            out.ids.append(r.id)
+            if d.fact.slot:
+                self._slots[d.fact.slot] = r.id
+            if r.op == "ADD":
+                out.added += 1
+                self._publish(
+                    FactReconciled(source=RECORDER, op="ADD", memory_id=r.id, new=d.content)
+                )
+            else:  # the store merged it into an existing duplicate
+                out.unchanged += 1
+                self._publish(
+                    FactReconciled(
+                        source=RECORDER, op="NONE", memory_id=r.id, old=d.content, new=d.content
+                    )
+                )
+        for d in decisions:
+            if d.op != "ADD":
+                self._apply(d, out)
+        return out
+
+    def _write(self, fn: Callable[[], list[WriteResult]]) -> list[WriteResult]:
+        try:
+            return fn()
+        except StoreError as exc:
+            log.warning("recorder.write_retry", error=repr(exc))
+            time.sleep(_WRITE_RETRY_DELAY)
+            return fn()
+
+    def _apply(self, d: Decision, out: _Outcome) -> None:
+        assert d.memory_id is not None
+        if d.op == "NONE":
+            out.unchanged += 1
+            self._publish(
+                FactReconciled(
+                    source=RECORDER, op="NONE", memory_id=d.memory_id, old=d.old, new=d.fact.content
+                )
+            )
+            return
+        reason = f"reconciled ({'rules' if self._model is None else 'model'}): {d.fact.content}"
+        try:
+            if d.op == "UPDATE":
+                res = self._store.update(self._ns, d.memory_id, content=d.content, reason=reason)
+                if res.op == "UPDATE":
+                    out.updated += 1
+                else:
+                    out.unchanged += 1
+            else:
+                self._store.delete(self._ns, d.memory_id, reason=reason)
+                out.deleted += 1
+                self._slots = {k: v for k, v in self._slots.items() if v != d.memory_id}
+        except MemoryNotFoundError:
+            log.info("recorder.reconcile_target_gone", op=d.op, memory_id=d.memory_id)
+            return
+        out.ids.append(d.memory_id)
+        self._publish(
+            FactReconciled(
+                source=RECORDER, op=d.op, memory_id=d.memory_id, old=d.old, new=d.content
+            )
+        )
+
+    # -- extraction and reconciliation -------------------------------------------------------
+
+    def _decide(self, turns: Sequence[Sequence[Msg]]) -> list[Decision]:
+        threshold = self._cfg.confidence_threshold
+        if self._extractor is None:
+            facts = _unique(self._rules.extract(turns), threshold)
+            return reconcile_by_slot(facts, self._held_slots(facts)) if facts else []
+        try:
+            facts = _unique(self._extractor.extract(turns), threshold)
+        except ExtractionError as exc:
+            self._skip(exc, len(turns), "facts of the batch skipped (extraction); episodes kept")
+            return []
+        if not facts:
+            return []
+        assert self._reconciler is not None
+        try:
+            return self._reconciler.decide(facts, self._similar(facts))
+        except ExtractionError as exc:
+            self._skip(
+                exc, len(turns), "facts of the batch skipped (reconciliation); episodes kept"
+            )
+            return []
+
+    def _skip(self, exc: Exception, turns: int, action: str) -> None:
+        log.warning("recorder.model_output_skipped", error=str(exc), action=action)
+        self._publish(RecordingFailed(source=RECORDER, error=str(exc), turns=turns, action=action))
+
+    def _similar(self, facts: Sequence[ExtractedFact]) -> list[MemoryRecord]:
+        found: dict[str, MemoryRecord] = {}
+        limit = self._cfg.similar_limit
+        for f in facts:
+            hits = self._store.search(f.content, self._ns, limit=limit * 3, touch=False)
+            kept = [h.memory for h in hits if h.memory.kind != "episode"][:limit]
+            for rec in kept:
+                found.setdefault(rec.id, rec)
+        return list(found.values())
+
+    def _held_slots(self, facts: Sequence[ExtractedFact]) -> dict[str, MemoryRecord]:
+        held: dict[str, MemoryRecord] = {}
+        for f in facts:
+            if not f.slot or f.slot in held:
+                continue
+            rec: MemoryRecord | None = None
+            mid = self._slots.get(f.slot)
+            if mid is not None:
+                rec = self._store.get(self._ns, mid)
+            if rec is None:
+                hits = self._store.search(
+                    f.content,
+                    self._ns,
+                    limit=1,
+                    filters=SearchFilters(tags_all=(_slot_tag(f.slot),)),
+                    touch=False,
+                )
+                rec = hits[0].memory if hits else None
+            if rec is not None:
+                held[f.slot] = rec
+                self._slots[f.slot] = rec.id
+            else:
+                self._slots.pop(f.slot, None)
+        return held
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _end_session(self) -> dict[str, Any]:
+        cfg = self._cfg
+        msgs: list[Msg] = []
+        if self._stm is not None:
+            _, msgs = self._stm.ask(GetMessages())
+        report: dict[str, Any] = {"messages": len(msgs), "summary_id": None, "promoted": 0}
+        if not msgs:
+            return report
+        items: list[NewMemory] = []
+        summary = self._summarizer.summarize(
+            msgs, target_tokens=cfg.summary_tokens, instruction=_SESSION_INSTRUCTION
+        )
+        if summary.text.strip():
+            items.append(
+                NewMemory(
+                    content=summary.text.strip(),
+                    kind="summary",
+                    importance=0.6,
+                    tags=("session-summary",),
+                    source_ids=tuple(m.id for m in msgs)[:1000],
+                    metadata={"summarizer": summary.summarizer, "messages": len(msgs)},
+                )
+            )
+        promoted = [m for m in msgs if _promotable(m, cfg)]
+        for m in promoted:
+            text = render_turn([m], cfg.max_episode_chars)
+            if not text:
+                continue
+            meta_kind = m.metadata.get("kind")
+            items.append(
+                NewMemory(
+                    content=text,
+                    kind=meta_kind if isinstance(meta_kind, str) and meta_kind else "fact",
+                    importance=_importance(m),
+                    tags=("promoted",),
+                    source_ids=(m.id,),
+                    created_at=m.created_at,
+                    metadata={"access_count": _access_count(m)},
+                )
+            )
+        if not items:
+            return report
+        t0 = time.perf_counter()
+        results = self._write(lambda: self._store.add_many(self._ns, items))
+        has_summary = bool(summary.text.strip())
+        report["summary_id"] = results[0].id if has_summary else None
+        report["promoted"] = len(results) - (1 if has_summary else 0)
+        self._publish(
+            MemoryRecorded(
+                source=RECORDER,
+                ids=tuple(r.id for r in results),
+                added=sum(1 for r in results if r.op == "ADD"),
+                unchanged=sum(1 for r in results if r.op != "ADD"),
+                duration_ms=(time.perf_counter() - t0) * 1e3,
+            )
+        )
+        return report
+
+    def _maintenance(self, reason: str) -> dict[str, Any]:
+        cfg = self._cfg
+        store, ns = self._store, self._ns
+        t0 = time.perf_counter()
+        report: dict[str, Any] = {"reason": reason, "namespace": str(ns)}
+        actions: dict[str, Callable[[], Any]] = {
+            "decay": lambda: store.decay(ns, rate=cfg.decay_rate, threshold=cfg.decay_threshold),
+            "auto_forget": lambda: store.auto_forget(ns, threshold=cfg.forget_threshold),
+            "prune_stale": lambda: store.prune_stale(ns, max_age_days=cfg.stale_days),
+            "prune_duplicates": lambda: store.prune_duplicates(
+                ns, threshold=cfg.duplicate_threshold
+            ),
+            "consolidate": lambda: store.consolidate(ns, threshold=cfg.consolidate_threshold),
+            "enforce_cap": lambda: store.enforce_cap(ns, cfg.max_memories or 0),
+        }
+        for name in cfg.maintenance:
+            if name == "enforce_cap" and cfg.max_memories is None:
+                continue
+            try:
+                rep = actions[name]()
+                report[name] = {
+                    "examined": rep.examined,
+                    "removed": len(rep.removed),
+                    "merged": len(rep.merged),
+                }
+            except Exception as exc:  # one failing action must not stop the others
+                log.exception("recorder.maintenance_failed", action=name)
+                report[name] = {"error": repr(exc)}
+        try:
+            store.flush()
+        except Exception as exc:
+            report["flush"] = {"error": repr(exc)}
+        self._slots.clear()
+        ms = (time.perf_counter() - t0) * 1e3
+        self._publish(MaintenanceRan(source=RECORDER, report=report, duration_ms=ms))
+        log.info("recorder.maintenance", reason=reason, ms=round(ms, 2))
+        return report
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _drain_inbox(inbox: Any) -> list[Any]:
+    out: list[Any] = []
+    while True:
+        try:
+            env = inbox.get_nowait()
+        except queue.Empty:
+            return out
+        msg = getattr(env, "message", None)
+        if isinstance(msg, RecordTurn | ProcessBatch):
+            out.append(msg)
+        elif isinstance(msg, Request) and not msg.reply.done():
+            msg.reply.set_exception(ActorUnavailableError("the recorder is stopping"))
+
+
+def _slot_tag(slot: str) -> str:
+    return f"slot:{slot}"[:256]
+
+
+def _unique(facts: Sequence[ExtractedFact], threshold: float) -> list[ExtractedFact]:
+    seen: set[str] = set()
+    out: list[ExtractedFact] = []
+    for f in facts:
+        if f.confidence < threshold:
+            continue
+        h = content_hash(f.content)
+        if h in seen:
+            continue
+        seen.add(h)
+        out.append(f)
+    return out
+
+
+def _fact_memory(d: Decision) -> NewMemory:
+    f = d.fact
+    tags = f.tags + ((_slot_tag(f.slot),) if f.slot else ())
+    meta: dict[str, Any] = {"confidence": round(f.confidence, 3)}
+    if f.slot:
+        meta["slot"] = f.slot
+    return NewMemory(
+        content=d.content or f.content,
+        kind=f.kind or "fact",
+        importance=f.importance,
+        tags=tuple(dict.fromkeys(t for t in tags if t)),
+        source_ids=f.source_ids,
+        metadata=meta,
+    )
+
+
+def _importance(m: Msg) -> float:
+    value = m.metadata.get("importance", 0.0)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return min(1.0, max(0.0, float(value)))
+    return 0.0
+
+
+def _access_count(m: Msg) -> int:
+    value = m.metadata.get("access_count", 0)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _promotable(m: Msg, cfg: RecorderConfig) -> bool:
+    if m.role == "system":
+        return False
+    return _importance(m) >= cfg.promote_importance or (
+        cfg.promote_access_count > 0 and _access_count(m) >= cfg.promote_access_count
+    )

@@ -1,0 +1,145 @@
+"""RecorderConfig: batching, back-pressure, extraction, promotion and maintenance settings."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Final
+
+__all__ = ["MAINTENANCE_ACTIONS", "RecorderConfig"]
+
+#: The store maintenance actions ``on_idle`` may run, in the order it runs them.
+MAINTENANCE_ACTIONS: Final = (
+    "decay",
+    "auto_forget",
+    "prune_stale",
+    "prune_duplicates",
+    "consolidate",
+    "enforce_cap",
+)
+
+
+def _number(name: str, value: object, *, low: float, high: float = math.inf) -> None:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise ValueError(
+            f"RecorderConfig.{name} must be a number in [{low}, {high}], got {value!r}"
+        )
+
+
+def _count(name: str, value: object, *, low: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"RecorderConfig.{name} must be an int >= {low}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecorderConfig:
+    """Settings of the long-term recorder.
+
+    Attributes:
+        batch_seconds: A batch closes this long after its first turn...
+        batch_count: ...or as soon as it holds this many turns.  One batch
+            costs one extraction call and one store transaction for its adds.
+        backlog_limit: When this many submitted turns are not yet committed, a
+            ``RecordingBacklog`` event is published (again each time the
+            backlog doubles; re-armed once it drains below half the limit).
+        max_pending: Hard bound on uncommitted turns held in memory; at the
+            bound ``record()`` waits for the recorder to catch up (back-pressure;
+            nothing is dropped).  ``None`` means no bound.
+        confidence_threshold: Extracted facts below this confidence are not stored.
+        record_episodes: Also store every turn as an ``episode`` memory (the
+            raw material: nothing said is lost even when extraction finds
+            nothing or the model fails).
+        episode_importance: Importance of episode memories.
+        max_episode_chars: Episodes longer than this are clipped (head and tail).
+        similar_limit: Stored memories shown to the model per new fact when
+            reconciling (ADD / UPDATE / DELETE / NONE).
+        model_timeout: Seconds one extraction or reconciliation call may take.
+        model_retries: Extra attempts after malformed model output or a failed call.
+        promote_importance: ``on_session_end`` promotes short-term messages whose
+            ``metadata["importance"]`` is at least this...
+        promote_access_count: ...or whose ``metadata["access_count"]`` is at least this.
+        summary_tokens: Token target of the session summary ``on_session_end`` stores.
+        idle_seconds: Quiet period after which the runtime runs ``on_idle`` by
+            itself (``None`` turns the timer off).
+        inject_limit: Memories retrieved for ``format_for_injection``.
+        maintenance: Store actions ``on_idle`` runs (see :data:`MAINTENANCE_ACTIONS`).
+        decay_rate: Daily retention factor for ``decay``.
+        decay_threshold: Decayed relevance below which ``decay`` forgets.
+        forget_threshold: Relevance below which ``auto_forget`` forgets.
+        stale_days: ``prune_stale`` forgets memories unused this many days.
+        duplicate_threshold: Word-set Jaccard for ``prune_duplicates``.
+        consolidate_threshold: Cosine for ``consolidate``.
+        max_memories: Cap for ``enforce_cap`` (the action is skipped when None).
+    """
+
+    batch_seconds: float = 0.2
+    batch_count: int = 256
+    backlog_limit: int = 5_000
+    max_pending: int | None = 100_000
+    confidence_threshold: float = 0.6
+    record_episodes: bool = True
+    episode_importance: float = 0.3
+    max_episode_chars: int = 4_000
+    similar_limit: int = 5
+    model_timeout: float = 60.0
+    model_retries: int = 1
+    promote_importance: float = 0.5
+    promote_access_count: int = 3
+    summary_tokens: int = 300
+    idle_seconds: float | None = 300.0
+    inject_limit: int = 20
+    maintenance: tuple[str, ...] = ("decay", "prune_duplicates", "consolidate", "enforce_cap")
+    decay_rate: float = 0.95
+    decay_threshold: float = 0.10
+    forget_threshold: float = 0.15
+    stale_days: float = 30.0
+    duplicate_threshold: float = 0.7
+    consolidate_threshold: float = 0.9
+    max_memories: int | None = None
+
+    def __post_init__(self) -> None:
+        _number("batch_seconds", self.batch_seconds, low=0.001, high=3600)
+        _count("batch_count", self.batch_count)
+        _count("backlog_limit", self.backlog_limit)
+        if self.max_pending is not None:
+            _count("max_pending", self.max_pending)
+        _number("confidence_threshold", self.confidence_threshold, low=0, high=1)
+        if not isinstance(self.record_episodes, bool):
+            raise ValueError("RecorderConfig.record_episodes must be a bool")
+        _number("episode_importance", self.episode_importance, low=0, high=1)
+        _count("max_episode_chars", self.max_episode_chars, low=100)
+        _count("similar_limit", self.similar_limit)
+        _number("model_timeout", self.model_timeout, low=0.001)
+        _count("model_retries", self.model_retries, low=0)
+        _number("promote_importance", self.promote_importance, low=0, high=1)
+        _count("promote_access_count", self.promote_access_count, low=0)
+        _count("summary_tokens", self.summary_tokens, low=10)
+        if self.idle_seconds is not None:
+            _number("idle_seconds", self.idle_seconds, low=0.001)
+        _count("inject_limit", self.inject_limit)
+        if isinstance(self.maintenance, str) or not isinstance(self.maintenance, tuple | list):
+            raise ValueError("RecorderConfig.maintenance must be a tuple of action names")
+        unknown = [a for a in self.maintenance if a not in MAINTENANCE_ACTIONS]
+        if unknown:
+            raise ValueError(
+                f"RecorderConfig.maintenance has unknown action(s) {unknown} "
+                f"(known: {', '.join(MAINTENANCE_ACTIONS)})"
+            )
+        object.__setattr__(self, "maintenance", tuple(self.maintenance))
+        _number("decay_rate", self.decay_rate, low=1e-9, high=1)
+        _number("decay_threshold", self.decay_threshold, low=0, high=1)
+        _number("forget_threshold", self.forget_threshold, low=0, high=1)
+        _number("stale_days", self.stale_days, low=0)
+        _number("duplicate_threshold", self.duplicate_threshold, low=0, high=1)
+        _number("consolidate_threshold", self.consolidate_threshold, low=1e-9, high=1)
+        if self.max_memories is not None:
+            _count("max_memories", self.max_memories)
+
+    def replace(self, **changes: Any) -> RecorderConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)

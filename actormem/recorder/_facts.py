@@ -1,0 +1,180 @@
+"""Keyed facts: exact values by key (``save_fact`` / ``get_fact``), scoped by namespace.
+
+Some facts must come back exactly, not approximately (an account number, a
+chosen plan, the user's preferred name).  They are stored as memories of
+kind ``keyed_fact`` whose metadata holds ``key``, ``value`` and
+``category``; saving an existing key updates that memory through
+:meth:`~actormem.store.MemoryStore.update`, so every change leaves a history
+row with the old and new value.
+
+They live in a sibling namespace of the runtime's (:func:`facts_namespace`:
+the most specific field that is set gets a ``#facts`` suffix), which keeps
+them out of reach of ``on_idle`` maintenance (decay, consolidation, caps
+work on the runtime's namespace scope) while the runtime still searches
+them beside the other memories.  A key index (key -> memory id) is loaded
+from the store on first use; lookups are one ``get`` by id.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from typing import Final
+
+import msgspec
+import structlog
+
+from actormem.store import HistoryRecord, MemoryStore, Namespace, NewMemory, WriteResult
+
+__all__ = ["FACTS_SUFFIX", "KEYED_KIND", "KeyedFacts", "facts_namespace"]
+
+log = structlog.get_logger(__name__)
+
+KEYED_KIND: Final = "keyed_fact"
+FACTS_SUFFIX: Final = "#facts"
+_MAX_KEY: Final = 200
+_MAX_CATEGORY: Final = 64
+_MAX_VALUE: Final = 100_000
+_LIST_LIMIT: Final = 100_000
+
+
+def facts_namespace(namespace: Namespace) -> Namespace:
+    """The namespace that holds the keyed facts of ``namespace``.
+
+    The most specific field that is set (session, run, agent, then user)
+    gets the ``#facts`` suffix, so the result is outside the scope of
+    ``namespace`` itself but as narrow as it.
+    """
+    for name in ("session_id", "run_id", "agent_id", "user_id"):
+        value = getattr(namespace, name)
+        if value is not None:
+            return msgspec.structs.replace(namespace, **{name: value + FACTS_SUFFIX})
+    raise AssertionError("a Namespace always has a field set")  # pragma: no cover
+
+
+def _check(name: str, value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {type(value).__name__}")
+    value = value.strip()
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    if len(value) > limit:
+        raise ValueError(f"{name} has {len(value)} characters, the limit is {limit}")
+    return value
+
+
+class KeyedFacts:
+    """Exact facts by key on top of a :class:`~actormem.store.MemoryStore`.
+
+    Thread-safe: saves of one instance are serialised; reads go straight to
+    the store.
+
+    Args:
+        store: The long-term store.
+        namespace: The runtime's namespace (facts go to :func:`facts_namespace` of it).
+    """
+
+    def __init__(self, store: MemoryStore, namespace: Namespace) -> None:
+        self._store = store
+        self.namespace = facts_namespace(namespace)
+        self._lock = threading.Lock()
+        self._ids: dict[str, str] | None = None
+
+    def _index(self) -> dict[str, str]:
+        if self._ids is None:
+            ids: dict[str, str] = {}
+            newest: dict[str, float] = {}
+            for rec in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT):
+                key = rec.metadata.get("key")
+                if isinstance(key, str) and rec.updated_at >= newest.get(key, -1.0):
+                    ids[key] = rec.id
+                    newest[key] = rec.updated_at
+            self._ids = ids
+        return self._ids
+
+    def save(self, key: str, value: str, category: str = "general") -> WriteResult:
+        """Set ``key`` to ``value`` (``ADD`` the first time, then ``UPDATE`` or ``NOOP``).
+
+        Returns:
+            The store's write result.
+
+        Raises:
+            ValueError: an argument is not a non-empty string within its limit.
+        """
+        key = _check("key", key, _MAX_KEY)
+        if not isinstance(value, str):
+            raise ValueError(f"value must be a str, got {type(value).__name__}")
+        if not value.strip():
+            raise ValueError("value must not be empty")
+        if len(value) > _MAX_VALUE:
+            raise ValueError(f"value has {len(value)} characters, the limit is {_MAX_VALUE}")
+        category = _check("category", category, _MAX_CATEGORY)
+        content = f"{key}: {value}"
+        meta = {"key": key, "value": value, "category": category}
+        tags = ("keyed", f"key:{key}", f"category:{category}")
+        with self._lock:
+            ids = self._index()
+            mid = ids.get(key)
+            if mid is not None and self._store.get(self.namespace, mid) is not None:
+                return self._store.update(
+                    self.namespace,
+                    mid,
+                    content=content,
+                    tags=tags,
+                    metadata=meta,
+                    reason=f"save_fact({key!r})",
+                )
+            item = NewMemory(
+                content=content, kind=KEYED_KIND, importance=1.0, tags=tags, metadata=meta
+            )
+            result = self._store.add_many(self.namespace, [item], dedup=False)[0]
+            ids[key] = result.id
+            return result
+
+    def get(self, key: str) -> str | None:
+        """The value saved under ``key``, or None.
+
+        Raises:
+            ValueError: ``key`` is not a non-empty string.
+        """
+        key = _check("key", key, _MAX_KEY)
+        with self._lock:
+            mid = self._index().get(key)
+        if mid is None:
+            return None
+        rec = self._store.get(self.namespace, mid)
+        if rec is None:  # deleted behind our back: forget the stale index entry
+            with self._lock:
+                if self._ids is not None and self._ids.get(key) == mid:
+                    del self._ids[key]
+            return None
+        value = rec.metadata.get("value")
+        return value if isinstance(value, str) else None
+
+    def delete(self, key: str) -> bool:
+        """Forget ``key`` (soft delete with a history row); False if it was not set."""
+        key = _check("key", key, _MAX_KEY)
+        with self._lock:
+            mid = self._index().pop(key, None)
+            if mid is None or self._store.get(self.namespace, mid) is None:
+                return False
+            self._store.delete(self.namespace, mid, reason=f"delete_fact({key!r})")
+            return True
+
+    def items(self) -> dict[str, str]:
+        """Every saved key and its value."""
+        out: dict[str, str] = {}
+        for rec in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT):
+            key, value = rec.metadata.get("key"), rec.metadata.get("value")
+            if isinstance(key, str) and isinstance(value, str):
+                out[key] = value
+        return out
+
+    def history(self, key: str) -> builtins.list[HistoryRecord]:
+        """The audit trail of ``key`` (ADD, then every UPDATE / DELETE), oldest first."""
+        key = _check("key", key, _MAX_KEY)
+        with self._lock:
+            mid = self._index().get(key)
+        if mid is None:
+            return []
+        return self._store.history(self.namespace, mid)

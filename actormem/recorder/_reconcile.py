@@ -1,0 +1,223 @@
+"""Reconciliation: decide what each new fact does to the store (ADD / UPDATE / DELETE / NONE).
+
+This is mem0's original algorithm.  For a batch of new facts, the stored
+memories most similar to them are shown to the model under short temporary
+ids ("0", "1", ...; the model never sees or invents real ids), and the model
+answers, per fact, one of:
+
+* ``ADD`` -- new information: store it;
+* ``UPDATE`` -- it refines or corrects memory ``id``: replace that memory's
+  text with ``text`` (the store keeps the old text in its history);
+* ``DELETE`` -- it contradicts memory ``id``, which is removed;
+* ``NONE`` -- already known.
+
+:func:`reconcile_by_slot` is the offline counterpart for rule-extracted
+facts: a fact whose ``slot`` (name, location, ``pref:coffee``, ...) is
+already held by a stored memory updates that memory; others are added.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, get_args
+
+import msgspec
+import structlog
+
+from actormem.messages import Msg
+from actormem.models.base import ChatModel
+from actormem.recorder._extract import ExtractedFact, ExtractionError, ask_json
+from actormem.store import MemoryRecord
+
+__all__ = [
+    "RECONCILE_PROMPT",
+    "Decision",
+    "ModelReconciler",
+    "ReconcileOp",
+    "decisions_from_json",
+    "reconcile_by_slot",
+]
+
+log = structlog.get_logger(__name__)
+
+ReconcileOp = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+_OPS: Final = frozenset(get_args(ReconcileOp))
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """What to do with one new fact.
+
+    Attributes:
+        op: ``ADD``, ``UPDATE``, ``DELETE`` or ``NONE``.
+        fact: The new fact.
+        memory_id: The stored memory it updates, deletes or duplicates.
+        content: The text to store (``ADD`` and ``UPDATE``).
+        old: The stored memory's text before (``UPDATE``, ``DELETE``, ``NONE``).
+    """
+
+    op: ReconcileOp
+    fact: ExtractedFact
+    memory_id: str | None = None
+    content: str = ""
+    old: str = ""
+
+
+RECONCILE_PROMPT: Final = """\
+You keep an assistant's long-term memory consistent. You get the stored \
+memories that look related (with short ids) and new facts (numbered). For \
+every new fact choose one event:
+- ADD: the fact is new information.
+- UPDATE: the fact refines or corrects a stored memory; give that memory's id \
+and the full new text that replaces it.
+- DELETE: the fact shows a stored memory is no longer true and nothing should \
+replace it; give that memory's id.
+- NONE: the stored memories already say this; give the id of the memory that does.
+
+Reply with only this JSON object, one item per new fact:
+{"memory": [{"fact": 0, "event": "ADD", "id": null, "text": "..."}]}
+"""
+
+
+def _prompt(facts: Sequence[ExtractedFact], existing: Sequence[MemoryRecord]) -> list[Msg]:
+    stored = [{"id": str(i), "text": rec.content} for i, rec in enumerate(existing)]
+    new = [{"fact": i, "text": f.content} for i, f in enumerate(facts)]
+    body = (
+        "Stored memories:\n"
+        + json.dumps(stored, ensure_ascii=False, indent=1)
+        + "\n\nNew facts:\n"
+        + json.dumps(new, ensure_ascii=False, indent=1)
+    )
+    return [Msg.system(RECONCILE_PROMPT), Msg.user(body)]
+
+
+def decisions_from_json(
+    value: Any, facts: Sequence[ExtractedFact], existing: Sequence[MemoryRecord]
+) -> list[Decision]:
+    """Validate the model's reply to the reconciliation prompt.
+
+    Facts the reply does not mention are added (nothing is lost silently;
+    a log line says so).
+
+    Raises:
+        ExtractionError: the reply has the wrong shape, an unknown event, a
+            fact number out of range, or an UPDATE/DELETE/NONE without a
+            valid memory id.
+    """
+    items = value.get("memory") if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        raise ExtractionError('expected {"memory": [...]}, got ' + repr(value)[:120])
+    decided: dict[int, Decision] = {}
+    for n, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ExtractionError(f"item #{n} is {type(item).__name__}, expected an object")
+        op = str(item.get("event", "")).strip().upper()
+        if op not in _OPS:
+            raise ExtractionError(f"item #{n} has an unknown event {item.get('event')!r}")
+        index = item.get("fact", n if len(items) == len(facts) else None)
+        if isinstance(index, str) and index.strip().isdigit():
+            index = int(index)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(facts):
+            raise ExtractionError(f"item #{n} names no new fact (fact={item.get('fact')!r})")
+        fact = facts[index]
+        text = item.get("text")
+        text = text.strip() if isinstance(text, str) and text.strip() else fact.content
+        if op == "ADD":
+            decided[index] = Decision(op="ADD", fact=fact, content=text)
+            continue
+        raw_id = item.get("id")
+        pos = int(raw_id) if isinstance(raw_id, int | str) and str(raw_id).isdigit() else -1
+        if not 0 <= pos < len(existing):
+            raise ExtractionError(
+                f"item #{n}: {op} needs the id of a stored memory, got {raw_id!r}"
+            )
+        rec = existing[pos]
+        decided[index] = Decision(
+            op=op,  # type: ignore[arg-type]
+            fact=fact,
+            memory_id=rec.id,
+            content=text if op == "UPDATE" else "",
+            old=rec.content,
+        )
+    out: list[Decision] = []
+    for i, fact in enumerate(facts):
+        if i not in decided:
+            log.info("recorder.reconcile_unanswered", fact=fact.content[:80])
+            out.append(Decision(op="ADD", fact=fact, content=fact.content))
+        else:
+            out.append(decided[i])
+    return out
+
+
+class ModelReconciler:
+    """Asks a chat model for ADD / UPDATE / DELETE / NONE (one call per batch).
+
+    Args:
+        model: The chat model.
+        timeout: Seconds per call.
+        retries: Extra attempts after a malformed reply.
+    """
+
+    def __init__(self, model: ChatModel, *, timeout: float = 60.0, retries: int = 1) -> None:
+        self._model = model
+        self._timeout = timeout
+        self._retries = retries
+        self.calls = 0
+
+    def decide(
+        self, facts: Sequence[ExtractedFact], existing: Sequence[MemoryRecord]
+    ) -> list[Decision]:
+        """Decide every fact against ``existing`` (no call when nothing is stored nearby).
+
+        Raises:
+            ExtractionError: the model's output stayed malformed after the retries.
+        """
+        if not facts:
+            return []
+        if not existing:
+            return [Decision(op="ADD", fact=f, content=f.content) for f in facts]
+        return ask_json(
+            self._model,
+            _prompt(facts, existing),
+            lambda value: decisions_from_json(value, facts, existing),
+            timeout=self._timeout,
+            retries=self._retries,
+            counter=self,
+        )
+
+
+def reconcile_by_slot(
+    facts: Sequence[ExtractedFact], held: Mapping[str, MemoryRecord]
+) -> list[Decision]:
+    """Offline reconciliation of rule-extracted facts.
+
+    Within the batch, only the last fact of each slot counts.  A fact whose
+    slot is held by a stored memory with the same text is ``NONE``, with
+    another text ``UPDATE``; facts without a slot, or with a slot nobody
+    holds yet, are ``ADD``.
+
+    Args:
+        facts: The new facts, in the order they were said.
+        held: Stored memory per slot.
+
+    Returns:
+        One decision per surviving fact, in order.
+    """
+    last: dict[str, int] = {}
+    for i, f in enumerate(facts):
+        if f.slot:
+            last[f.slot] = i
+    out: list[Decision] = []
+    for i, f in enumerate(facts):
+        if f.slot and last[f.slot] != i:
+            continue
+        rec = held.get(f.slot) if f.slot else None
+        if rec is None:
+            out.append(Decision(op="ADD", fact=f, content=f.content))
+        elif rec.content.casefold() == f.content.casefold():
+            out.append(Decision(op="NONE", fact=f, memory_id=rec.id, old=rec.content))
+        else:
+            out.append(
+                Decision(op="UPDATE", fact=f, memory_id=rec.id, content=f.content, old=rec.content)
+            )
+    return out
