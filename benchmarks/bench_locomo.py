@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from actormem.models.embedders import WordLlamaEmbedder
-from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig
+from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig, SearchMode
 
 __all__ = ["main"]
 
@@ -42,7 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 KS = (1, 5, 10, 20)
 
 #: name -> (mode, config); the hybrid default is the store's default config.
-VARIANTS: dict[str, tuple[str, SearchConfig | None]] = {
+VARIANTS: dict[str, tuple[SearchMode, SearchConfig | None]] = {
     "keyword": ("keyword", None),
     "keyword_b0.75": ("keyword", SearchConfig(bm25_b=0.75)),
     "vector": ("vector", None),
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         t0 = time.perf_counter()
                         hits = store.search(
                             qa["question"], ns, limit=max(KS), mode=mode, config=cfg, touch=False
-                        )  # type: ignore[arg-type]
+                        )
                         latency[name].append(time.perf_counter() - t0)
                         ids = [h.memory.id for h in hits]
                         for k in KS:

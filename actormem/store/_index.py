@@ -26,6 +26,7 @@ product, the lock keeps the arrays consistent.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -40,7 +41,7 @@ import numpy.typing as npt
 from actormem.store._relevance import RelevanceWeights, relevance
 from actormem.store._types import MemoryRecord, Namespace, SearchConfig, SearchFilters, SearchMode
 
-__all__ = ["STOPWORDS", "MemoryIndex", "Scored", "tokenize"]
+__all__ = ["STOPWORDS", "MemoryIndex", "Prepared", "Scored", "prepare", "tokenize"]
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -86,12 +87,50 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=1 << 18)
+def _term(word: str) -> str:
+    """The BM25 term of a casefolded word, ``""`` for a stopword."""
+    return "" if word in STOPWORDS else _stem(word)
+
+
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into BM25 terms: casefolded words and numbers, no stopwords.
 
-    Digits are kept (``"item4242"`` stays one term), underscores split words.
+    Digits are kept (``"item4242"`` stays one term), underscores split words,
+    plurals and ``-ing``/``-ed`` endings are stripped (:func:`_stem`).
     """
-    return [_stem(t) for t in _TOKEN_RE.findall(text.casefold()) if t not in STOPWORDS]
+    return [t for t in map(_term, _TOKEN_RE.findall(text.casefold())) if t]
+
+
+class Prepared(msgspec.Struct, frozen=True):
+    """BM25 postings of a batch with rows relative to the batch (see :func:`prepare`)."""
+
+    count: int
+    doclen: list[int]
+    postings: dict[str, tuple[list[int], list[int]]]
+
+
+def prepare(records: Sequence[MemoryRecord]) -> Prepared:
+    """Tokenize a batch and build its postings, without touching any index.
+
+    Pure computation: the store runs it while DuckDB commits the batch.
+    """
+    postings: dict[str, tuple[list[int], list[int]]] = {}
+    get = postings.get
+    doclen: list[int] = []
+    for offset, rec in enumerate(records):
+        terms = tokenize(rec.content)
+        doclen.append(len(terms))
+        for term in terms:
+            entry = get(term)
+            if entry is None:
+                postings[term] = ([offset], [1])
+            elif entry[0][-1] == offset:  # repeated term in this memory
+                entry[1][-1] += 1
+            else:
+                entry[0].append(offset)
+                entry[1].append(1)
+    return Prepared(count=len(records), doclen=doclen, postings=postings)
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -195,13 +234,28 @@ class MemoryIndex:
 
     # -- writes -----------------------------------------------------------------
 
-    def add(self, records: Sequence[MemoryRecord], vectors: F32) -> None:
+    def add(
+        self,
+        records: Sequence[MemoryRecord],
+        vectors: F32,
+        prepared: Prepared | None = None,
+    ) -> None:
         """Append live records with their (normalised) vectors.
 
         A record whose id is already indexed replaces the old row.
+
+        Args:
+            records: The records.
+            vectors: Their vectors, one row each.
+            prepared: :func:`prepare` of the same records, when the caller
+                computed it already (the store does so while DuckDB commits).
         """
         if not records:
             return
+        if prepared is None:
+            prepared = prepare(records)
+        if prepared.count != len(records):
+            raise ValueError("prepared postings do not match the records")
         with self._lock:
             start = self._n
             count = len(records)
@@ -209,53 +263,72 @@ class MemoryIndex:
             end = start + count
             self._vecs[start:end] = vectors
             self._alive[start:end] = True
-            batch_postings: dict[str, tuple[list[int], list[float]]] = {}
+            by_ns: dict[tuple[int, int, int, int], list[int]] = {}
+            kinds: list[int] = []
+            kind_code = self._kinds.code
+            row_of = self._row_of
+            hash_row = self._hash_row
+            append_record = self._records.append
+            last_ns: Namespace | None = None
+            key: tuple[str, str, str, str] = ("", "", "", "")
+            code4 = (0, 0, 0, 0)
+            ns_rows: list[int] = []
             for offset, rec in enumerate(records):
                 row = start + offset
-                old = self._row_of.get(rec.id)
+                old = row_of.get(rec.id)
                 if old is not None:
                     self._kill_row(old)
-                self._row_of[rec.id] = row
-                self._records.append(rec)
-                key = rec.namespace.key()
-                for field, value in enumerate(key):
-                    code = self._interners[field].code(value)
-                    self._ns[field, row] = code
-                    rows = self._ns_rows[field].get(code)
-                    if rows is None:
-                        rows = self._ns_rows[field][code] = array("q")
-                    rows.append(row)
-                self._kind[row] = self._kinds.code(rec.kind)
-                self._importance[row] = rec.importance
-                self._access[row] = rec.access_count
-                self._last[row] = rec.last_accessed
-                self._created[row] = rec.created_at
-                self._hash_row[(key, rec.content_hash)] = row
-                for tag in set(rec.tags):
-                    tag_rows = self._tag_rows.get(tag)
-                    if tag_rows is None:
-                        tag_rows = self._tag_rows[tag] = array("q")
-                    tag_rows.append(row)
-                terms = tokenize(rec.content)
-                self._doclen[row] = len(terms)
-                self._total_len += len(terms)
-                counts: dict[str, int] = {}
-                for term in terms:
-                    counts[term] = counts.get(term, 0) + 1
-                for term, tf in counts.items():
-                    entry = batch_postings.get(term)
-                    if entry is None:
-                        batch_postings[term] = ([row], [float(tf)])
+                row_of[rec.id] = row
+                append_record(rec)
+                if rec.namespace is not last_ns:
+                    last_ns = rec.namespace
+                    key = last_ns.key()
+                    code4 = (
+                        self._interners[0].code(key[0]),
+                        self._interners[1].code(key[1]),
+                        self._interners[2].code(key[2]),
+                        self._interners[3].code(key[3]),
+                    )
+                    ns_rows = by_ns.setdefault(code4, [])
+                ns_rows.append(row)
+                kinds.append(kind_code(rec.kind))
+                hash_row[(key, rec.content_hash)] = row
+                if rec.tags:
+                    for tag in set(rec.tags):
+                        tag_rows = self._tag_rows.get(tag)
+                        if tag_rows is None:
+                            tag_rows = self._tag_rows[tag] = array("q")
+                        tag_rows.append(row)
+            self._kind[start:end] = kinds
+            self._doclen[start:end] = prepared.doclen
+            self._total_len += float(sum(prepared.doclen))
+            self._importance[start:end] = [r.importance for r in records]
+            self._access[start:end] = [r.access_count for r in records]
+            self._last[start:end] = [r.last_accessed for r in records]
+            self._created[start:end] = [r.created_at for r in records]
+            for code4_key, rows_of_ns in by_ns.items():
+                self._ns[:, np.asarray(rows_of_ns, dtype=np.int64)] = np.asarray(
+                    code4_key, dtype=np.int32
+                )[:, None]
+                for field in range(4):
+                    posting_rows = self._ns_rows[field].get(code4_key[field])
+                    if posting_rows is None:
+                        self._ns_rows[field][code4_key[field]] = array("q", rows_of_ns)
                     else:
-                        entry[0].append(row)
-                        entry[1].append(float(tf))
-            for term, (rows_list, tfs) in batch_postings.items():
-                posting = self._postings.get(term)
+                        posting_rows.extend(rows_of_ns)
+            postings = self._postings
+            for term, (rel_rows, tfs) in prepared.postings.items():
+                rows_arr = array("q", rel_rows)
+                if start:
+                    view = np.frombuffer(rows_arr, dtype=np.int64)
+                    view += start
+                    del view
+                posting = postings.get(term)
                 if posting is None:
-                    self._postings[term] = (array("q", rows_list), array("f", tfs))
+                    postings[term] = (rows_arr, array("f", tfs))
                 else:
-                    posting[0].extend(rows_list)
-                    posting[1].extend(tfs)
+                    posting[0].extend(rows_arr)
+                    posting[1].extend(array("f", tfs))
             self._n = end
             self._live += count
 

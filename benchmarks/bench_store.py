@@ -1,0 +1,313 @@
+"""Long-term store benchmark: ingest rate and search latency at 10k / 100k / 1M.
+
+For each size N, on a synthetic corpus of short sentences (Zipf-distributed
+words, names and numbers):
+
+* **embed**: the bundled WordLlama embedder alone (texts/s).
+* **ingest excl. embedding**: ``add_many`` in batches of 5,000 with an
+  embedder that looks the precomputed vectors up (so embedding costs ~0);
+  exact-hash dedup on, near-duplicate detection off.
+* **ingest incl. embedding**: the same with the real WordLlama embedder (on at
+  most 100k texts, in a second store).
+* **ingest with near-dup check**: 10k texts into one namespace with
+  ``near_duplicate_threshold=0.95`` (the check is a matrix product against
+  the namespace, so its cost grows with the namespace).
+* **search** p50/p99 over 200 queries (2-4 words taken from stored texts),
+  hybrid / vector / keyword, query embedding included, ``touch=True``; once
+  over a scope holding all N memories (the worst case) and once over one
+  tenant of 100 (1% of N).
+* **floor**: numpy exact cosine top-10 over the same pre-normalised vectors.
+* **DuckDB FTS only**: ``PRAGMA create_fts_index`` build time and
+  ``match_bm25`` top-10 latency on the same file.
+
+Usage::
+
+    python -m benchmarks.bench_store [--quick] [--sizes 10000,100000,1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from actormem.models.embedders import WordLlamaEmbedder
+from actormem.store import DuckDBStore, Namespace, NewMemory
+from benchmarks._common import print_table, summary, write_results
+
+__all__ = ["main"]
+
+F32 = npt.NDArray[np.float32]
+BATCH = 5_000
+TENANTS = 100
+QUERIES = 200
+
+
+def corpus(n: int, seed: int = 7) -> list[str]:
+    """``n`` synthetic memory-like sentences (deterministic)."""
+    rng = np.random.default_rng(seed)
+    syll = ["ka", "lo", "mi", "ren", "to", "sa", "vi", "dor", "en", "ul", "ba", "qui", "zen"]
+    vocab = sorted({"".join(rng.choice(syll, size=rng.integers(2, 4))) for _ in range(30_000)})
+    common = [
+        "the",
+        "user",
+        "likes",
+        "prefers",
+        "visited",
+        "met",
+        "bought",
+        "moved",
+        "works",
+        "lives",
+        "said",
+        "plans",
+        "remembers",
+        "meeting",
+        "project",
+        "trip",
+        "dinner",
+        "book",
+        "music",
+        "city",
+        "friend",
+        "doctor",
+        "office",
+        "team",
+    ]
+    names = ["Alice", "Bob", "Carol", "Dmitri", "Eve", "Farah", "Gus", "Hana", "Ivan", "Jo"]
+    ranks = np.arange(1, len(vocab) + 1, dtype=np.float64)
+    p = 1.0 / ranks
+    p /= p.sum()
+    lengths = rng.integers(6, 17, size=n)
+    words = rng.choice(len(vocab), size=int(lengths.sum()), p=p)
+    out: list[str] = []
+    pos = 0
+    for i in range(n):
+        k = int(lengths[i])
+        body = [vocab[w] for w in words[pos : pos + k]]
+        pos += k
+        body[0] = names[i % len(names)]
+        body[min(2, k - 1)] = common[i % len(common)]
+        body.append(f"item{i % 9973}")
+        out.append(" ".join(body))
+    return out
+
+
+class LookupEmbedder:
+    """Returns precomputed vectors for known texts (ingest without embedding cost)."""
+
+    def __init__(self, texts: Sequence[str], vectors: F32, fallback: WordLlamaEmbedder) -> None:
+        self.name = fallback.name
+        self.dim = fallback.dim
+        self._row = {t: i for i, t in enumerate(texts)}
+        self._vectors = vectors
+        self._fallback = fallback
+
+    def embed(self, texts: Sequence[str]) -> F32:
+        rows = [self._row.get(t, -1) for t in texts]
+        if all(r >= 0 for r in rows):
+            out: F32 = self._vectors[rows]
+            return out
+        return self._fallback.embed(texts)
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def _ingest(store: DuckDBStore, texts: Sequence[str], tenants: int) -> float:
+    t0 = time.perf_counter()
+    for b, start in enumerate(range(0, len(texts), BATCH)):
+        ns = Namespace(user_id=f"u{b % tenants}", agent_id="bench")
+        store.add_many(ns, [NewMemory(content=t) for t in texts[start : start + BATCH]])
+    return time.perf_counter() - t0
+
+
+def _search(store: DuckDBStore, ns: Namespace, mode: str, query: str) -> Any:
+    return store.search(query, ns, 10, mode=mode)  # type: ignore[arg-type]
+
+
+def _queries(texts: Sequence[str], k: int, seed: int = 11) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in rng.choice(len(texts), size=k, replace=False):
+        words = texts[int(i)].split()
+        n = int(rng.integers(2, 5))
+        start = int(rng.integers(0, max(1, len(words) - n)))
+        out.append(" ".join(words[start : start + n]))
+    return out
+
+
+def _latency(fn: Callable[[str], Any], queries: Sequence[str]) -> dict[str, float]:
+    for q in queries[:10]:  # warm up
+        fn(q)
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - t0) * 1000)
+    s = summary(times)
+    return {"p50_ms": round(s["p50"], 3), "p99_ms": round(s["p99"], 3)}
+
+
+def _fts(path: Path, queries: Sequence[str]) -> dict[str, Any]:
+    import duckdb
+
+    try:
+        import duckdb_extension_fts  # type: ignore[import-untyped]
+
+        ext_dir = Path(duckdb_extension_fts.__file__).parent
+        ext = next(ext_dir.rglob("fts.duckdb_extension"))
+    except (ImportError, StopIteration) as exc:
+        return {"skipped": f"fts extension not found: {exc}"}
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(f"LOAD '{ext}'")
+        build, _ = _timed(
+            lambda: con.execute("PRAGMA create_fts_index('memories', 'id', 'content', overwrite=1)")
+        )
+        sql = (
+            "SELECT id, fts_main_memories.match_bm25(id, ?) AS s FROM memories "
+            "WHERE s IS NOT NULL ORDER BY s DESC LIMIT 10"
+        )
+        lat = _latency(lambda q: con.execute(sql, [q]).fetchall(), queries[:100])
+    finally:
+        con.close()
+    return {"build_s": round(build, 2), **lat}
+
+
+def run_size(n: int, tmp: Path, embedder: WordLlamaEmbedder) -> dict[str, Any]:
+    """All measurements at one corpus size."""
+    texts = corpus(n)
+    res: dict[str, Any] = {"n": n}
+    embed_s, vectors = _timed(
+        lambda: np.concatenate([embedder.embed(texts[i : i + 10_000]) for i in range(0, n, 10_000)])
+    )
+    res["embed_per_s"] = round(n / embed_s)
+
+    path = tmp / f"bench_{n}.duckdb"
+    lookup = LookupEmbedder(texts, vectors, embedder)
+    store = DuckDBStore(
+        path, embedder=lookup, near_duplicate_threshold=None, touch_flush_interval=1.0
+    )
+    secs = _ingest(store, texts, TENANTS)
+    res["ingest_excl_embed_per_s"] = round(n / secs)
+
+    queries = _queries(texts, QUERIES)
+    everyone = Namespace(agent_id="bench")
+    tenant = Namespace(user_id="u7")
+    for mode in ("hybrid", "vector", "keyword"):
+        res[f"search_{mode}_all"] = _latency(
+            functools.partial(_search, store, everyone, mode), queries
+        )
+    res["search_hybrid_tenant"] = _latency(
+        functools.partial(_search, store, tenant, "hybrid"), queries
+    )
+    qvecs = {q: embedder.embed([q])[0] for q in queries}
+
+    def floor(q: str) -> Any:
+        scores = vectors @ qvecs[q]
+        top = np.argpartition(-scores, 9)[:10]
+        return top[np.argsort(-scores[top])]
+
+    res["numpy_floor_top10"] = _latency(floor, queries)
+    store.close()
+    t0 = time.perf_counter()
+    DuckDBStore(path, embedder=lookup, touch_flush_interval=None).close()
+    res["reopen_rebuild_s"] = round(time.perf_counter() - t0, 2)
+    res["duckdb_fts"] = _fts(path, queries)
+    gc.collect()
+
+    m = min(n, 100_000)
+    with DuckDBStore(
+        tmp / f"bench_emb_{n}.duckdb",
+        embedder=embedder,
+        near_duplicate_threshold=None,
+        touch_flush_interval=None,
+    ) as store2:
+        secs = _ingest(store2, texts[:m], TENANTS)
+    res["ingest_incl_embed_per_s"] = round(m / secs)
+    res["ingest_incl_embed_n"] = m
+
+    k = min(n, 10_000)
+    with DuckDBStore(
+        tmp / f"bench_near_{n}.duckdb",
+        embedder=LookupEmbedder(texts[:k], vectors[:k], embedder),
+        near_duplicate_threshold=0.95,
+        touch_flush_interval=None,
+    ) as store3:
+        secs = _ingest(store3, texts[:k], 1)
+    res["ingest_near_dup_10k_one_ns_per_s"] = round(k / secs)
+    return res
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print a table and write ``results/bench_store.json``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10k only")
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
+    args = parser.parse_args(argv)
+    sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    embedder = WordLlamaEmbedder()
+    embedder.embed(["warm up"])
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            results.append(run_size(n, Path(tmp), embedder))
+    rows = []
+    for r in results:
+        fts = r["duckdb_fts"]
+        rows.append(
+            [
+                f"{r['n']:,}",
+                r["search_hybrid_all"]["p50_ms"],
+                r["search_hybrid_all"]["p99_ms"],
+                r["search_vector_all"]["p50_ms"],
+                r["search_keyword_all"]["p50_ms"],
+                r["search_hybrid_tenant"]["p50_ms"],
+                r["numpy_floor_top10"]["p50_ms"],
+                fts.get("p50_ms", float("nan")),
+                fts.get("build_s", float("nan")),
+                f"{r['ingest_excl_embed_per_s']:,}",
+                f"{r['ingest_incl_embed_per_s']:,}",
+                f"{r['ingest_near_dup_10k_one_ns_per_s']:,}",
+                r["reopen_rebuild_s"],
+            ]
+        )
+    print_table(
+        "actormem store: search latency (ms) and ingest (memories/s)",
+        [
+            "N",
+            "hybrid p50",
+            "hybrid p99",
+            "vector p50",
+            "keyword p50",
+            "tenant 1% p50",
+            "numpy floor p50",
+            "FTS p50",
+            "FTS build s",
+            "ingest excl emb/s",
+            "ingest incl emb/s",
+            "near-dup ingest/s",
+            "reopen s",
+        ],
+        rows,
+    )
+    payload = {"benchmark": "store", "sizes": sizes, "results": results}
+    write_results("bench_store_quick" if args.quick else "bench_store", payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
