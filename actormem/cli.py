@@ -396,6 +396,62 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+# -- chat -------------------------------------------------------------------------------------
+
+
+def cmd_chat(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from actormem.agent import ReActAgent
+    from actormem.models.openai import OpenAIChatModel
+    from actormem.recorder import LongTermMemoryMode
+    from actormem.store import Namespace
+
+    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
+    model = OpenAIChatModel(args.base_url, args.model, api_key=api_key, timeout=args.timeout)
+    mode = {
+        "static": LongTermMemoryMode.STATIC_CONTROL,
+        "agent": LongTermMemoryMode.AGENT_CONTROL,
+        "both": LongTermMemoryMode.BOTH,
+    }[args.mode]
+    runtime = MemoryRuntime(
+        session_dir=args.dir,
+        autocontext=True,
+        model=model,
+        store=args.db,
+        long_term=mode,
+        namespace=Namespace(user_id=args.user, agent_id="chat"),
+    )
+    with runtime:
+        agent = ReActAgent(
+            "assistant", model, runtime, session_id=args.session, sys_prompt=args.system
+        )
+        if args.session and agent.load_session():
+            console.print(
+                f"[dim]resumed session {args.session!r} ({runtime.size()} messages)[/dim]"
+            )
+        console.print("[dim]type /quit to leave, /save to save the session[/dim]")
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                break
+            if line.strip() in ("/quit", "/exit"):
+                break
+            if line.strip() == "/save":
+                if args.session:
+                    console.print(f"[dim]saved {agent.save_session()}[/dim]")
+                else:
+                    console.print("[dim]no --session given: nothing to save[/dim]")
+                continue
+            if not line.strip():
+                continue
+            out = agent.reply(line)
+            console.print(f"[bold]{agent.name}>[/bold] {out.text}")
+        runtime.flush()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="actormem", description="A memory runtime for LLM agents.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -431,6 +487,31 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="JSON output")
     m.set_defaults(func=cmd_memories)
 
+    c = sub.add_parser(
+        "chat", help="chat with a memory-backed agent on any OpenAI-compatible server"
+    )
+    c.add_argument("--base-url", required=True, help="e.g. http://localhost:11434/v1")
+    c.add_argument("--model", required=True, help="model name on that server")
+    c.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY)")
+    c.add_argument("--session", help="session id: resume it if it exists, save it each turn")
+    c.add_argument(
+        "--dir", default=DEFAULT_SESSIONS_DIR, help="session folder (default: sessions/)"
+    )
+    c.add_argument("--db", default="actormem.duckdb", help="long-term memory file")
+    c.add_argument("--user", default="default", help="namespace user id")
+    c.add_argument(
+        "--mode",
+        choices=["static", "agent", "both"],
+        default="both",
+        help="long-term memory mode (default: both)",
+    )
+    c.add_argument(
+        "--system",
+        default="You are a helpful assistant with long-term memory.",
+        help="system prompt",
+    )
+    c.add_argument("--timeout", type=float, default=60.0, help="model timeout in seconds")
+    c.set_defaults(func=cmd_chat)
     return p
 
 

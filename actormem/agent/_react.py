@@ -1,0 +1,296 @@
+"""ReActAgent: a reason-act loop with the memory runtime embedded.
+
+Each turn (``reply(msg)``):
+
+1. the user message goes to the short-term memory; the agent's status
+   becomes ``in_flight`` (and the session is saved, when the agent has one,
+   so a process killed mid-turn can be resumed);
+2. each iteration: :meth:`MemoryHooks.before_reasoning` (compress if over
+   budget, inject long-term memory in STATIC_CONTROL / BOTH), call the model
+   with the tools (the user's, plus the memory tools and ``context_reload``
+   that the runtime offers), store its reply; tool calls run and their
+   results are stored as tool messages paired with the calls;
+3. a reply without tool calls ends the turn: it is recorded to long-term
+   memory (STATIC_CONTROL / BOTH), the status goes back to ``idle``, and
+   the session is saved.
+
+Self-annealing: when the model fails (after its own retries) the error is
+recorded in long-term memory (when there is a store), the status says what
+was in flight, what failed and what to do next, the session is saved, and
+the reply explains it.  An agent restarted from that session continues the
+interrupted task when the user says "continue".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import structlog
+
+from actormem.agent._hooks import MemoryHooks
+from actormem.agent.tools import Tool, ToolRegistry
+from actormem.messages import Msg, ToolUseBlock
+from actormem.models.base import ChatModel, ModelError, ToolSpec
+from actormem.state import StateModule
+
+if TYPE_CHECKING:
+    from actormem.runtime import MemoryRuntime
+
+__all__ = ["AgentStatus", "ReActAgent"]
+
+log = structlog.get_logger(__name__)
+
+_CONTINUE: Final = frozenset({"continue", "go on", "resume", "keep going", "carry on"})
+
+
+class AgentStatus(msgspec.Struct):
+    """What the agent is doing, saved with the session.
+
+    Attributes:
+        state: ``idle``, ``in_flight`` (a turn is running or was cut off) or
+            ``error`` (the last turn failed).
+        task: the user request of the turn in flight.
+        task_msg_id: its message id.
+        iteration: the reasoning iteration reached.
+        error: what failed (type and message), when ``state`` is ``error``.
+        traceback: a short traceback summary of the failure.
+        next_step: what to do next, in words.
+        updated_at: Unix time of the last change.
+    """
+
+    state: str = "idle"
+    task: str = ""
+    task_msg_id: str = ""
+    iteration: int = 0
+    error: str = ""
+    traceback: str = ""
+    next_step: str = ""
+    updated_at: float = 0.0
+
+
+class ReActAgent(StateModule):
+    """An agent that reasons, calls tools and remembers.
+
+    Args:
+        name: the agent's name (its replies carry it).
+        model: any :class:`~actormem.models.base.ChatModel`.
+        memory: the memory runtime.
+        tools: plain Python functions (schemas derived from their signatures
+            and docstrings) or :class:`~actormem.agent.tools.Tool` objects.
+        sys_prompt: the system prompt.
+        max_iters: reasoning iterations per turn before giving up.
+        session_id: when set, the agent saves the session (agent + memory) at
+            the start and the end of every turn and on errors.
+        inject_max_tokens: budget of the injected long-term memory block.
+        model_timeout: per-call timeout passed to the model.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: ChatModel,
+        memory: MemoryRuntime,
+        *,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        sys_prompt: str = "You are a helpful assistant.",
+        max_iters: int = 10,
+        session_id: str | None = None,
+        inject_max_tokens: int = 800,
+        model_timeout: float | None = None,
+    ) -> None:
+        super().__init__()
+        if max_iters < 1:
+            raise ValueError(f"max_iters must be at least 1, got {max_iters}")
+        self.name = name
+        self.sys_prompt = sys_prompt
+        self.max_iters = max_iters
+        self.status = AgentStatus()
+        self.register_state("name")
+        self.register_state("sys_prompt")
+        self.register_state(
+            "status",
+            to_json=msgspec.to_builtins,
+            from_json=lambda v: msgspec.convert(v, AgentStatus),
+        )
+        self.model = model
+        object.__setattr__(self, "memory", memory)  # saved beside the agent, not inside it
+        self.memory: MemoryRuntime
+        self.session_id = session_id
+        self.model_timeout = model_timeout
+        self.registry = ToolRegistry(tools)
+        self._memory_tools = {spec["function"]["name"] for spec in memory.tools()}
+        clash = self._memory_tools & set(self.registry.names())
+        if clash:
+            raise ValueError(f"tool name(s) {sorted(clash)} are reserved by the memory runtime")
+        self.hooks = MemoryHooks(memory, inject_max_tokens=inject_max_tokens)
+
+    @property
+    def component_name(self) -> str:
+        return "agent"
+
+    # -- sessions ----------------------------------------------------------------------
+
+    def save_session(self, session_id: str | None = None) -> Path:
+        """Save the agent and its memory (components ``agent`` and ``runtime``)."""
+        sid = session_id or self.session_id
+        if not sid:
+            raise ValueError("no session id: pass one or create the agent with session_id=...")
+        return self.memory.session.save(sid, {"agent": self, "runtime": self.memory})
+
+    def load_session(self, session_id: str | None = None) -> bool:
+        """Restore the agent and its memory; False when the session does not exist."""
+        sid = session_id or self.session_id
+        if not sid:
+            raise ValueError("no session id: pass one or create the agent with session_id=...")
+        return self.memory.session.load(sid, {"agent": self, "runtime": self.memory}, strict=False)
+
+    def _autosave(self) -> None:
+        if self.session_id:
+            try:
+                self.save_session()
+            except Exception:
+                log.exception("agent.autosave_failed", session_id=self.session_id)
+
+    def _set_status(self, **changes: Any) -> None:
+        self.status = msgspec.structs.replace(self.status, updated_at=time.time(), **changes)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """Every tool the model is offered: the user's and the memory's."""
+        return [*self.registry.specs(), *self.memory.tools()]
+
+    def reply(self, msg: Msg | str) -> Msg:
+        """Answer one user message (see the module docstring for the steps).
+
+        Args:
+            msg: the user message (a string becomes ``Msg.user``).
+
+        Returns:
+            The final assistant message of the turn (on a model failure, an
+            assistant message that explains it; see ``status``).
+        """
+        user = Msg.user(msg) if isinstance(msg, str) else msg
+        resuming = self._is_continue(user)
+        if resuming:
+            task, task_id = self.status.task, self.status.task_msg_id
+            why = self.status.error or "the process stopped"
+            note = Msg.user(
+                f"(The previous attempt at this task was interrupted: {why}. "
+                f"Continue the task: {task})",
+                actormem="resume",
+            )
+            self.memory.add(note)
+            turn = [note]
+        else:
+            self.memory.add(user)
+            task, task_id = user.text, user.id
+            turn = [user]
+        self._set_status(
+            state="in_flight",
+            task=task,
+            task_msg_id=task_id,
+            iteration=0,
+            error="",
+            traceback="",
+            next_step="answer the task; if interrupted, say 'continue' to resume",
+        )
+        self._autosave()
+        return self._loop(turn)
+
+    def _is_continue(self, user: Msg) -> bool:
+        return (
+            self.status.state in ("in_flight", "error")
+            and bool(self.status.task)
+            and (user.text.strip().lower().rstrip(".!") in _CONTINUE)
+        )
+
+    def _context(self) -> list[Msg]:
+        return [Msg.system(self.sys_prompt), *self.hooks.before_reasoning()]
+
+    def _loop(self, turn: list[Msg]) -> Msg:
+        specs = self.tool_specs()
+        for iteration in range(1, self.max_iters + 1):
+            self._set_status(iteration=iteration)
+            try:
+                out = self.model.chat(
+                    self._context(), tools=specs or None, timeout=self.model_timeout
+                )
+            except (ModelError, TimeoutError, OSError) as exc:
+                return self._anneal(exc, turn)
+            out = msgspec.structs.replace(out, name=out.name or self.name)
+            self.memory.add(out)
+            turn.append(out)
+            if not out.tool_uses:
+                return self._finish(turn, out)
+            for result in self._run_tools(out.tool_uses):
+                self.memory.add(result)
+                turn.append(result)
+        final = Msg.assistant(
+            f"I stopped after {self.max_iters} reasoning steps without a final answer.",
+            name=self.name,
+        )
+        self.memory.add(final)
+        turn.append(final)
+        return self._finish(turn, final)
+
+    def _run_tools(self, calls: Sequence[ToolUseBlock]) -> list[Msg]:
+        results = []
+        for call in calls:
+            if call.name in self._memory_tools:
+                try:
+                    text = self.memory.call_tool(call.name, dict(call.input))
+                    results.append(Msg.tool_result(call.id, text, name=call.name))
+                except (KeyError, ValueError, TypeError) as exc:
+                    results.append(
+                        Msg.tool_result(call.id, f"Error: {exc}", is_error=True, name=call.name)
+                    )
+            else:
+                results.append(self.registry.execute(call))
+        return results
+
+    def _finish(self, turn: list[Msg], final: Msg) -> Msg:
+        self.hooks.after_reply(turn)
+        self._set_status(state="idle", task="", task_msg_id="", next_step="")
+        self._autosave()
+        return final
+
+    def _anneal(self, exc: BaseException, turn: list[Msg]) -> Msg:
+        summary = f"{type(exc).__name__}: {exc}"
+        tb = "".join(traceback.format_exception(exc, limit=3))[-1500:]
+        log.error("agent.model_failed", agent=self.name, error=summary, task=self.status.task[:200])
+        self._set_status(
+            state="error",
+            error=summary,
+            traceback=tb,
+            next_step="say 'continue' to retry the task once the model is reachable",
+        )
+        store = self.memory.store
+        if store is not None:
+            try:
+                store.add(
+                    self.memory.namespace,
+                    f"Error while working on '{self.status.task[:300]}': {summary}",
+                    kind="episode",
+                    tags=("error", "agent"),
+                    importance=0.6,
+                )
+            except Exception:
+                log.exception("agent.error_record_failed")
+        self._autosave()
+        return Msg.assistant(
+            f"I could not finish because the model call failed ({summary}). "
+            "Say 'continue' and I will pick the task up where it stopped.",
+            name=self.name,
+            actormem="error",
+        )
+
+    async def areply(self, msg: Msg | str) -> Msg:
+        """Async :meth:`reply` (runs in a worker thread; the event loop stays free)."""
+        return await asyncio.to_thread(self.reply, msg)

@@ -1,0 +1,114 @@
+"""`actormem chat` against a real OpenAI-compatible HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+class _Handler(BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.seen.append(body)  # type: ignore[attr-defined]
+        text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+        if "Where do I live" in text:
+            answer = "You live in Porto." if "Porto" in text else "I don't know."
+        else:
+            answer = "Nice to meet you, Ada."
+        reply = {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": answer},
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadingHTTPServer]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.seen = []  # type: ignore[attr-defined]
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+
+
+def chat(
+    url: str, tmp_path: Path, lines: list[str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "actormem.cli",
+            "chat",
+            "--base-url",
+            url,
+            "--model",
+            "m",
+            "--dir",
+            str(tmp_path / "sessions"),
+            "--db",
+            str(tmp_path / "mem.duckdb"),
+            *extra,
+        ],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "", "OPENAI_API_KEY": "sk-test-key-123456"},
+    )
+
+
+def test_chat_remembers_across_processes(server: ThreadingHTTPServer, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    first = chat(
+        url, tmp_path, ["My name is Ada and I live in Porto.", "/save", "/quit"], "--session", "ada"
+    )
+    assert first.returncode == 0, first.stderr
+    assert "Nice to meet you, Ada." in first.stdout
+    assert (tmp_path / "sessions" / "ada.json").exists()
+    # A new process, no --session: the fact must come back from long-term memory (DuckDB).
+    second = chat(url, tmp_path, ["Where do I live?"])
+    assert second.returncode == 0, second.stderr
+    assert "You live in Porto." in second.stdout
+    asked = [
+        body["messages"]
+        for body in server.seen  # type: ignore[attr-defined]
+        if str(body["messages"][-1].get("content")) == "Where do I live?"
+    ]
+    assert asked and any("<long_term_memory>" in str(m.get("content")) for m in asked[0])
+    assert "sk-test-key" not in first.stderr + second.stderr
+
+
+def test_chat_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
+    r = chat("http://127.0.0.1:9/v1", tmp_path, ["hello"], "--timeout", "1")
+    assert r.returncode == 0  # the agent explains the failure and the loop goes on
+    assert "continue" in r.stdout and "Traceback" not in r.stderr
+    bad = chat("ftp://nowhere", tmp_path, ["hello"])
+    assert bad.returncode == 2 and bad.stderr.startswith("actormem: error:")
