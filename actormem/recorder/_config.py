@@ -78,7 +78,7 @@ class RecorderConfig:
     """
 
     batch_seconds: float = 0.2
-    batch_count: int = 256
+    batch_count: int = 1_024
     backlog_limit: int = 5_000
     max_pending: int | None = 100_000
     confidence_threshold: float = 0.6

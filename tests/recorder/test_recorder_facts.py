@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actormem.models.embedders import HashEmbedder
+from actormem.recorder import FleetingMemory, KeyedFacts, facts_namespace
+from actormem.state import StateError
+from actormem.store import DuckDBStore, Namespace
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[DuckDBStore]:
+    with DuckDBStore(tmp_path / "f.duckdb", embedder=HashEmbedder(64)) as s:
+        yield s
+
+
+def test_facts_namespace_is_a_narrow_sibling() -> None:
+    ns = Namespace(user_id="u", agent_id="a")
+    fns = facts_namespace(ns)
+    assert fns == Namespace(user_id="u", agent_id="a#facts")
+    assert not ns.contains(fns) and Namespace(user_id="u").contains(fns)
+    assert facts_namespace(Namespace(user_id="u")) == Namespace(user_id="u#facts")
+    run = Namespace(user_id="u", run_id="r")
+    assert facts_namespace(run) == Namespace(user_id="u", run_id="r#facts")
+
+
+def test_keyed_facts_survive_a_new_instance(store: DuckDBStore) -> None:
+    ns = Namespace(user_id="u", agent_id="a")
+    facts = KeyedFacts(store, ns)
+    assert facts.save("phone_home", "555-1234").op == "ADD"
+    assert facts.save("phone_work", "555-1234").op == "ADD"  # similar content, never merged
+    assert facts.save("phone_home", "555-9999", "contact").op == "UPDATE"
+    assert facts.save("phone_home", "555-9999", "contact").op == "NOOP"
+    again = KeyedFacts(store, ns)
+    assert again.get("phone_home") == "555-9999" and again.get("phone_work") == "555-1234"
+    assert again.items() == {"phone_home": "555-9999", "phone_work": "555-1234"}
+    assert again.delete("phone_work") and not again.delete("phone_work")
+    assert again.get("phone_work") is None and again.history("nope") == []
+    ops = [h.op for h in again.history("phone_home")]
+    assert "UPDATE" in ops
+    other = KeyedFacts(store, Namespace(user_id="v", agent_id="a"))
+    assert other.get("phone_home") is None
+
+
+def test_keyed_fact_deleted_elsewhere_is_forgotten(store: DuckDBStore) -> None:
+    facts = KeyedFacts(store, Namespace(user_id="u"))
+    mid = facts.save("k", "v").id
+    store.delete(facts.namespace, mid)
+    assert facts.get("k") is None
+    assert facts.save("k", "w").op == "ADD" and facts.get("k") == "w"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "category", "message"),
+    [
+        ("", "v", "c", "key must not be empty"),
+        (3, "v", "c", "key must be a str"),
+        ("k" * 201, "v", "c", "limit is 200"),
+        ("k", "", "c", "value must not be empty"),
+        ("k", None, "c", "value must be a str"),
+        ("k", "v", "", "category must not be empty"),
+    ],
+)
+def test_keyed_fact_arguments_are_checked(
+    store: DuckDBStore, key: object, value: object, category: object, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        KeyedFacts(store, Namespace(user_id="u")).save(key, value, category)  # type: ignore[arg-type]
+
+
+def test_fleeting_memory_is_a_dict_that_saves() -> None:
+    f = FleetingMemory()
+    f["a"] = 1
+    f["b"] = [1, 2]
+    f["obj"] = object()
+    assert len(f) == 3 and "a" in f and f.get("zz") is None
+    assert f.state_dict() == {"items": {"a": 1, "b": [1, 2]}}
+    del f["a"]
+    assert sorted(f) == ["b", "obj"] and "FleetingMemory(" in repr(f)
+    f.load_state_json(b'{"items": {"x": "y"}}')
+    assert f.snapshot() == {"x": "y"}
+    f.clear()
+    assert dict(f) == {}
+    with pytest.raises(TypeError, match="keys must be str"):
+        f[1] = 2  # type: ignore[index]
+    with pytest.raises(StateError):
+        f.load_state_dict({"items": 3})
+    with pytest.raises(StateError):
+        f.load_state_json(b"[")

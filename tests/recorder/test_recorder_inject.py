@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from actormem.compress import EstimateTokenCounter
+from actormem.recorder import CLOSE_TAG, OPEN_TAG, format_for_injection
+from actormem.store import MemoryRecord, Namespace, SearchHit
+
+NS = Namespace(user_id="u")
+T0 = 1_735_689_600.0  # 2025-01-01
+
+
+def hit(i: int, content: str, kind: str = "fact") -> SearchHit:
+    rec = MemoryRecord(
+        id=f"m{i}",
+        namespace=NS,
+        kind=kind,
+        content=content,
+        content_hash="h",
+        importance=0.5,
+        created_at=T0 + i * 86_400,
+    )
+    return SearchHit(memory=rec, score=1.0 - i / 100, bm25=0, cosine=0, fused=0, relevance=0)
+
+
+def test_block_is_ranked_dated_and_tagged() -> None:
+    hits = [hit(0, "User lives in Paris"), hit(1, "User likes\n tea", "pref")]
+    block = format_for_injection(hits)
+    lines = block.splitlines()
+    assert lines[0] == OPEN_TAG and lines[-1] == CLOSE_TAG
+    assert lines[2] == "- [2025-01-01] (fact) User lives in Paris"
+    assert lines[3] == "- [2025-01-02] (pref) User likes tea"
+
+
+def test_empty_and_bad_budget() -> None:
+    assert format_for_injection([]) == ""
+    assert format_for_injection([hit(0, "x")], max_tokens=5) == ""  # not even the frame fits
+    with pytest.raises(ValueError, match="max_tokens"):
+        format_for_injection([hit(0, "x")], max_tokens=0)
+
+
+@pytest.mark.parametrize("budget", [40, 60, 100, 200, 400, 800])
+def test_block_fits_the_budget(budget: int) -> None:
+    counter = EstimateTokenCounter()
+    hits = [hit(i, f"memory number {i} " + "with some words " * (i % 7 + 1)) for i in range(30)]
+    block = format_for_injection(hits, max_tokens=budget, counter=counter)
+    assert counter.count(block) <= budget
+    if block:
+        assert "memory number 0 " in block  # best first
+
+
+def test_a_long_first_memory_is_clipped_not_dropped() -> None:
+    block = format_for_injection([hit(0, "word " * 2000)], max_tokens=120)
+    assert block and block.splitlines()[2].endswith(" ...")
+
+
+def test_twenty_hits_format_in_under_5_ms() -> None:
+    hits = [hit(i, f"User fact number {i} about travel plans and preferences") for i in range(20)]
+    format_for_injection(hits)  # warm the token cache
+    hits = [hit(i, f"Another user fact {i}, never seen before: {i * 31}") for i in range(20)]
+    t0 = time.perf_counter()
+    format_for_injection(hits, max_tokens=800)
+    assert (time.perf_counter() - t0) * 1e3 < 5
