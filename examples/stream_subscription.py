@@ -1,4 +1,4 @@
-"""Subscribe to the memory's event stream and watch it live.
+"""Subscribe to the memory's event stream and watch compression and recall live.
 
 Every actor publishes typed msgspec events; ``runtime.events`` is a reactivex
 Observable of all of them, so reactivex operators work on it. Each
@@ -12,25 +12,48 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from pathlib import Path
 
 from reactivex import operators as ops
 
-from actormem import MemoryRuntime, MessageAdded, Msg, encode_event
+from actormem import Event, MemoryRuntime, MessageAdded, Msg, encode_event
+from actormem.compress import AutoContextConfig
+from actormem.events import ContextCompressed, MemoryRecorded, MemoryRetrieved
 
-done = threading.Event()
+folder = Path(tempfile.mkdtemp(prefix="actormem-stream-"))
+cfg = AutoContextConfig.for_window(8192)
+batched = threading.Event()
 
-with MemoryRuntime(session_dir=tempfile.mkdtemp()) as rt:
-    # 1. Every event, as a JSON line (what you would ship to a log pipeline).
-    rt.events.subscribe(lambda e: print("event:", encode_event(e).decode()[:100]))
 
-    # 2. Only user messages, batched in threes with a reactivex operator.
+def live(e: Event) -> None:
+    """Print what the memory does, as it happens."""
+    if isinstance(e, ContextCompressed):
+        print(f"[compressed] {e.strategy}: {e.tokens_before} -> {e.tokens_after} tokens")
+    elif isinstance(e, MemoryRecorded):
+        print(f"[recorded]   {e.turns} turn(s), {e.added} added, {e.updated} updated")
+    elif isinstance(e, MemoryRetrieved):
+        print(f"[retrieved]  {e.query!r}: {len(e.hit_ids)} hit(s) in {e.latency_ms:.2f} ms")
+
+
+with MemoryRuntime(session_dir=folder, autocontext=cfg, store=folder / "memory.duckdb") as rt:
+    rt.subscribe(live, ContextCompressed, MemoryRecorded, MemoryRetrieved)
+    # Every event as a JSON line, e.g. for a log pipeline (first 3 only here).
+    rt.events.pipe(ops.take(3)).subscribe(lambda e: print("json:", encode_event(e).decode()[:90]))
+    # Reactivex operators: user messages, batched in tens.
     rt.events.pipe(
         ops.filter(lambda e: isinstance(e, MessageAdded) and e.msg.role == "user"),
-        ops.map(lambda e: e.msg.text),  # type: ignore[attr-defined]
-        ops.buffer_with_count(3),
-    ).subscribe(lambda batch: (print("batch of user messages:", batch), done.set()))
+        ops.buffer_with_count(10),
+        ops.take(1),
+    ).subscribe(lambda batch: (print(f"[batch]      {len(batch)} user messages"), batched.set()))
 
-    for i in range(3):
-        rt.add(Msg.user(f"question {i}"))
-        rt.add(Msg.assistant(f"answer {i}"))
-    assert done.wait(5), "the batch did not arrive"
+    for day in range(1, 31):
+        turn = [
+            Msg.user(f"Day {day}: I ran {day + 3} km along the river in {20 + day % 9} minutes."),
+            Msg.assistant(f"Logged day {day}: {day + 3} km. " + "Keep hydrated and stretch. " * 20),
+        ]
+        rt.add(turn)
+        rt.record(turn)
+    rt.compress_now()
+    rt.flush()
+    rt.retrieve("how far did I run on day 12?")
+    assert batched.wait(5)
