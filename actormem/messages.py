@@ -287,12 +287,10 @@ def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
     for block in msg.content:
         if not isinstance(block, _BLOCK_TYPES):
             raise MessageError(f"message {msg.id!r}: unknown content block {type(block).__name__}")
-        if isinstance(block, TextBlock):
-            if not isinstance(block.text, str):
-                raise MessageError(f"message {msg.id!r}: text must be str")
-        elif isinstance(block, ToolResultBlock):
-            if not isinstance(block.output, str):
-                raise MessageError(f"message {msg.id!r}: tool output must be str")
+        if isinstance(block, TextBlock) and not isinstance(block.text, str):
+            raise MessageError(f"message {msg.id!r}: text must be str")
+        if isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
+            raise MessageError(f"message {msg.id!r}: tool output must be str")
     if not isinstance(msg.metadata, dict):
         raise MessageError(f"message {msg.id!r}: metadata must be a dict")
     # Encoding once proves the message can be saved (no lone surrogates, no
