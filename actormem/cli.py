@@ -140,8 +140,89 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
         console.print(f"   every message restored with its id: [bold]{same}[/bold]")
 
     ok = _demo_compression(console, folder)
+    ok = _demo_long_term(console, folder) and ok
     console.rule("done")
     return 0 if same and ok else 1
+
+
+def _memory_reader(messages: Sequence[Msg], tools: Any) -> Msg | str:
+    """The demo's scripted model: answers from the injected long-term memory block."""
+    import re
+
+    question = next((m.text for m in reversed(messages) if m.role == "user"), "")
+    memory = "\n".join(m.text for m in messages if "<long_term_memory>" in m.text)
+    if "where do i live" in question.lower():
+        places = re.findall(r"User lives in ([A-Z][a-z]+)", memory)
+        return f"You live in {places[0]}." if places else "I don't know where you live."
+    if "allergic to?" in question.lower():
+        found = re.findall(r"User is allergic to ([a-z ]+)", memory)
+        return f"You are allergic to {found[0].strip()}." if found else "I don't know."
+    return "Noted."
+
+
+def _demo_long_term(console: Console, folder: Path) -> bool:
+    from actormem.agent import ReActAgent
+    from actormem.events import FactReconciled, MemoryRecorded, MemoryRetrieved
+    from actormem.models.scripted import ScriptedModel
+    from actormem.store import Namespace
+
+    console.print(
+        "\n[bold]6. Long-term memory (STATIC_CONTROL): session 1 tells the agent facts; "
+        "a new process recalls them from DuckDB.[/bold]"
+    )
+    db = folder / "long_term.duckdb"
+    ns = Namespace(user_id="ada", agent_id="demo")
+
+    def show(e: Event) -> None:
+        if isinstance(e, MemoryRecorded):
+            console.print(
+                f"  [dim]event[/dim] [cyan]MemoryRecorded[/cyan]   {e.turns} turn(s): "
+                f"{e.added} added, {e.updated} updated ({e.duration_ms:.1f} ms)",
+                highlight=False,
+            )
+        elif isinstance(e, FactReconciled):
+            console.print(
+                f"  [dim]event[/dim] [cyan]FactReconciled[/cyan]   {e.op}: {e.old!r} -> {e.new!r}",
+                highlight=False,
+            )
+        elif isinstance(e, MemoryRetrieved):
+            console.print(
+                f"  [dim]event[/dim] [cyan]MemoryRetrieved[/cyan]  {e.query!r}: "
+                f"{len(e.hit_ids)} hit(s) in {e.latency_ms:.2f} ms",
+                highlight=False,
+            )
+
+    def session(lines: list[str]) -> list[str]:
+        answers = []
+        with MemoryRuntime(session_dir=folder, store=db, namespace=ns) as rt:
+            rt.subscribe(show, MemoryRecorded, FactReconciled, MemoryRetrieved)
+            agent = ReActAgent("demo", ScriptedModel(_memory_reader, cycle=True), rt)
+            for line in lines:
+                out = agent.reply(line)
+                console.print(
+                    f"   user> {line}\n   [bold]agent>[/bold] {out.text}", highlight=False
+                )
+                answers.append(out.text)
+            rt.flush()
+            time.sleep(0.1)
+        return answers
+
+    console.print("   [dim]-- process 1 --[/dim]")
+    session(["Hi, my name is Ada. I live in Lisbon.", "I am allergic to peanuts."])
+    console.print(
+        "   [dim]-- process 2: a fresh runtime, no session loaded (the amnesia test) --[/dim]"
+    )
+    first = session(["Where do I live?", "What am I allergic to?"])
+    console.print("   [dim]-- process 3: a correction; the newer fact wins --[/dim]")
+    session(["Actually I live in Porto now."])
+    last = session(["Where do I live?"])
+    ok = (
+        first[0] == "You live in Lisbon."
+        and "peanuts" in first[1]
+        and last[0] == "You live in Porto."
+    )
+    console.print(f"   recalled across restarts and corrected: [bold]{ok}[/bold]")
+    return ok
 
 
 def _long_conversation(n: int) -> list[Msg]:

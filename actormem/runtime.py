@@ -250,9 +250,12 @@ class MemoryRuntime(StateModule):
             config = (
                 autocontext if isinstance(autocontext, AutoContextConfig) else AutoContextConfig()
             )
+            on_offload = self._offload_to_store if self._store is not None else None
             comp = Supervisor(
                 AUTOCONTEXT,
-                lambda sup, state: AutoContextActor.start(sup, publish, stm, config, model, state),
+                lambda sup, state: AutoContextActor.start(
+                    sup, publish, stm, config, model, state, on_offload
+                ),
                 publish,
                 max_restarts=max_restarts,
             )
@@ -402,6 +405,22 @@ class MemoryRuntime(StateModule):
         return int(self._stm.ask(ClearMessages()))
 
     # -- compression ----------------------------------------------------------------
+
+    def _offload_to_store(self, offload_id: str, originals: tuple[Msg, ...]) -> None:
+        """Copy compressed-away messages to the long-term store (searchable, durable)."""
+        store = self._store
+        if store is None:
+            return
+        store.add(
+            self._namespace,
+            f"Offloaded conversation {offload_id}:\n{render_transcript(originals)}",
+            kind="offload",
+            importance=0.3,
+            tags=("offload",),
+            source_ids=[m.id for m in originals],
+            metadata={"offload_id": offload_id, "messages": len(originals)},
+            created_at=originals[0].created_at if originals else None,
+        )
 
     @property
     def compressor_enabled(self) -> bool:

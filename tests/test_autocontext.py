@@ -164,3 +164,19 @@ def test_protected_messages_stay_verbatim(tmp_path: Path) -> None:
         rt.add([plan, *conversation(50)])
         rt.compress_now()
         assert plan in rt.messages()
+
+
+def test_offloads_are_copied_to_the_long_term_store(tmp_path: Path) -> None:
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, Namespace
+
+    ns = Namespace(user_id="ada")
+    store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder())
+    with MemoryRuntime(session_dir=tmp_path, autocontext=CFG, store=store, namespace=ns) as rt:
+        rt.add(conversation(50))
+        rt.compress_now()
+        ids = {str(m.metadata["offload_id"]) for m in rt.messages() if "offload_id" in m.metadata}
+    copies = store.list(ns, kinds=["offload"])
+    assert ids and ids <= {str(r.metadata["offload_id"]) for r in copies}
+    assert any("locker code is 1000" in r.content for r in copies)
+    store.close()
