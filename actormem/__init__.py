@@ -7,6 +7,8 @@ everything the memory does is a reactivex stream you can subscribe to.
 from __future__ import annotations
 
 from actormem.actors._supervisor import ActorUnavailableError
+from actormem.agent import MemoryHooks, ReActAgent, Tool, tool
+from actormem.compress import AutoContextConfig
 from actormem.events import (
     ActorRestarted,
     Event,
@@ -31,9 +33,11 @@ from actormem.messages import (
     from_openai,
     to_openai,
 )
+from actormem.recorder import LongTermMemoryMode, RecorderConfig
 from actormem.runtime import MemoryRuntime
 from actormem.session import JsonSession, SessionError, SessionManager
 from actormem.state import StateError, StateModule
+from actormem.store import DuckDBStore, Namespace
 
 _configure_default()
 
@@ -42,17 +46,24 @@ __version__ = "0.1.0"
 __all__ = [
     "ActorRestarted",
     "ActorUnavailableError",
+    "AutoContextConfig",
+    "DuckDBStore",
     "Event",
     "ImageBlock",
     "JsonSession",
+    "LongTermMemoryMode",
     "MemoryCleared",
+    "MemoryHooks",
     "MemoryRuntime",
     "MessageAdded",
     "MessageError",
     "MessagesDeleted",
     "MessagesReplaced",
     "Msg",
+    "Namespace",
     "OffloadRefBlock",
+    "ReActAgent",
+    "RecorderConfig",
     "SessionError",
     "SessionLoaded",
     "SessionManager",
@@ -60,6 +71,7 @@ __all__ = [
     "StateError",
     "StateModule",
     "TextBlock",
+    "Tool",
     "ToolResultBlock",
     "ToolUseBlock",
     "__version__",
@@ -68,4 +80,5 @@ __all__ = [
     "encode_event",
     "from_openai",
     "to_openai",
+    "tool",
 ]
