@@ -102,7 +102,6 @@ _SELECT: Final = (
     "access_count, superseded_by, epoch_us(deleted_at), CAST(metadata AS VARCHAR)"
 )
 _LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
-_WS_RE: Final = re.compile(r"\s+")
 _WORD_RE: Final = re.compile(r"\w+")
 _MAX_LIMIT: Final = 100_000
 

@@ -247,3 +247,15 @@ def test_wordllama_default_embedder_is_used(tmp_path: Path) -> None:
         vec = store.search("offline embedder", NS)
         assert vec and vec[0].cosine > 0.3
         assert np.isfinite(vec[0].score)
+
+
+def test_reembed_with_rich_progress(tmp_path: Path) -> None:
+    from actormem.store import rich_progress
+
+    with _open(tmp_path / "rp.duckdb") as store:
+        store.add_many(NS, ["one", "two", "three"])
+        with rich_progress("re-embedding") as progress:
+            report = store.reembed(progress=progress)
+        assert report.memories == 3
+        assert report.previous_embedder == report.embedder == "hash-64"
+        assert store.search("two", NS, mode="keyword")[0].memory.content == "two"
