@@ -813,9 +813,10 @@ class DuckDBStore:
             inner = np.ones((1, 1), dtype=np.float32)
         id_to_result = {r.id: i for i, r in enumerate(results) if r is not None and r.op == "ADD"}
         survivors: builtins.list[tuple[MemoryRecord, F32]] = []
+        terms = [key_terms(rec.content) for rec, _ in batch.inserts]
         for j, (rec, vec) in enumerate(batch.inserts):
             res_pos = id_to_result[rec.id]
-            earlier = [k for k in kept if inner[j, k] >= threshold]
+            earlier = [k for k in kept if inner[j, k] >= threshold and terms[k] == terms[j]]
             if earlier:
                 k = max(earlier, key=lambda e: float(inner[j, e]))
                 target_pos = kept.index(k)
@@ -840,9 +841,11 @@ class DuckDBStore:
                 )
                 results[res_pos] = WriteResult(id=target.id, op="MERGE", similarity=sim_in)
                 continue
-            if best_sim[j] >= threshold:
-                row = int(best_row[j])
-                old = self._index.records([row])[0]
+            old_match = (
+                self._index.records([int(best_row[j])])[0] if best_sim[j] >= threshold else None
+            )
+            if old_match is not None and key_terms(old_match.content) == terms[j]:
+                old = old_match
                 old_rel = float(
                     relevance(
                         old.importance,
@@ -1601,6 +1604,8 @@ class DuckDBStore:
                 a, b = current.get(i, recs[i]), current.get(j, recs[j])
                 if a.namespace != b.namespace or not accept(a, b, sim):
                     continue
+                if not mergeable(a.content, b.content):
+                    continue
                 keep, lose = (i, j) if rel[i] >= rel[j] else (j, i)
                 survivor, loser = current.get(keep, recs[keep]), current.get(lose, recs[lose])
                 survivor = msgspec.structs.replace(
@@ -2090,6 +2095,25 @@ def _query_text(query: str) -> str:
 def _check_limit(limit: object) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_LIMIT:
         raise InvalidMemoryError(f"limit must be an int in 1..{_MAX_LIMIT}, got {limit!r}")
+
+
+_KEY_TERM = re.compile(r"(?<![\w'])(?:\d[\w.,:/-]*|[A-Z][\w'-]*)")
+
+
+def key_terms(text: str) -> frozenset[str]:
+    """Numbers and capitalised words: what tells two similar sentences apart.
+
+    "Ada ran 5 km on Monday" and "Ada ran 12 km on Tuesday" embed almost
+    identically; merging them would lose a fact.  Similarity-based merges
+    (near duplicates, consolidation, duplicate pruning) only join memories
+    whose key terms are the same.
+    """
+    return frozenset(t.casefold().rstrip(".,:/-") for t in _KEY_TERM.findall(text))
+
+
+def mergeable(a: str, b: str) -> bool:
+    """Whether two similar texts may be merged without losing a name or a number."""
+    return key_terms(a) == key_terms(b)
 
 
 def _jaccard(a: str, b: str) -> float:

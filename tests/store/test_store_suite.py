@@ -200,6 +200,29 @@ def test_near_duplicate_new_survivor_absorbs_old(
     assert [h.memory.id for h in store.search("cat mat", ns)] == [new.id]
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("Ada ran 5 km along the river on Monday", "Ada ran 12 km along the river on Monday"),
+        ("User lives in Lisbon since last year", "User lives in Porto since last year"),
+    ],
+)
+def test_similar_texts_that_differ_in_a_name_or_number_are_never_merged(
+    make_store: StoreFactory, ns: Namespace, first: str, second: str
+) -> None:
+    """Regression: near-duplicate merging folded "5 km" into "12 km" (a lost fact)."""
+    store = make_store(near_duplicate_threshold=0.3)
+    store.add(ns, first)
+    assert store.add(ns, second).op == "ADD"
+    other = Namespace(user_id="batch")
+    assert [r.op for r in store.add_many(other, [first, second])] == ["ADD", "ADD"]
+    assert store.consolidate(ns, threshold=0.3).merged == ()
+    assert store.prune_duplicates(ns, threshold=0.5).merged == ()
+    assert store.count(ns) == 2 and store.count(other) == 2
+    # texts that differ only in common words still merge
+    assert store.add(ns, first + " indeed").op == "MERGE"
+
+
 def test_near_duplicates_off(make_store: StoreFactory, ns: Namespace) -> None:
     store = make_store(near_duplicate_threshold=None)
     store.add(ns, "the cat sat on the red mat")
