@@ -23,7 +23,10 @@ def test_demo_saves_and_restores_a_session_offline(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "MessageAdded" in r.stdout and "SessionSaved" in r.stdout and "SessionLoaded" in r.stdout
     assert "every message restored with its id: True" in r.stdout
-    assert "ContextCompressed" in r.stdout and "full original history still available: True" in r.stdout
+    assert (
+        "ContextCompressed" in r.stdout
+        and "full original history still available: True" in r.stdout
+    )
     assert "recalled across restarts and corrected: True" in r.stdout
     assert (tmp_path / "demo.json").is_file()
     assert r.stderr == ""
