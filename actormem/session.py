@@ -188,17 +188,10 @@ class JsonSession:
         Raises:
             SessionError: missing, corrupt, foreign-format or newer-version file.
         """
-        path = self.path(session_id)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise SessionError(f"session {session_id!r} not found ({path})") from None
-        except OSError as exc:
-            raise SessionError(f"cannot read session file {path}: {exc.strerror or exc}") from None
-        doc: _DocumentV1 = _decode_document(data, path, _DOC_DECODER)
+        doc: _DocumentV1 = self._read(session_id, _DOC_DECODER)
         return doc.components
 
-    def _read_raw(self, session_id: str) -> dict[str, msgspec.Raw]:
+    def _read(self, session_id: str, decoder: msgspec.json.Decoder[Any]) -> Any:
         path = self.path(session_id)
         try:
             data = path.read_bytes()
@@ -206,8 +199,7 @@ class JsonSession:
             raise SessionError(f"session {session_id!r} not found ({path})") from None
         except OSError as exc:
             raise SessionError(f"cannot read session file {path}: {exc.strerror or exc}") from None
-        doc: _RawDocumentV1 = _decode_document(data, path, _RAW_DOC_DECODER)
-        return doc.components
+        return _decode_document(data, path, decoder)
 
     def load(
         self,
@@ -237,7 +229,7 @@ class JsonSession:
         path = self.path(session_id)
         if allow_missing and not path.exists():
             return False
-        stored = self._read_raw(session_id)
+        stored: dict[str, msgspec.Raw] = self._read(session_id, _RAW_DOC_DECODER).components
         if strict:
             absent = [name for name in components if name not in stored]
             if absent:
