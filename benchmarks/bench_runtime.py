@@ -107,6 +107,49 @@ def bench_sessions(n: int, repeats: int) -> dict[str, Any]:
     return {"save_ms": summary(saves), "load_ms": summary(loads), "file_bytes": nbytes}
 
 
+def bench_add_during_compression(n: int) -> dict[str, Any]:
+    """add() and add-to-visible latency with the compressor idle vs compressing."""
+    from actormem.compress import AutoContextConfig
+    from actormem.events import CompressionStarted, ContextCompressed
+
+    cfg = AutoContextConfig.for_window(32_768)
+    filler = "The build log says: " + "step ok; " * 60
+    out: dict[str, Any] = {}
+    for label, enabled in (("compressor_off", False), ("compressing", True)):
+        calls: list[float] = []
+        visible: list[float] = []
+        busy = [0]
+        passes = [0]
+        with (
+            tempfile.TemporaryDirectory() as d,
+            MemoryRuntime(session_dir=d, autocontext=cfg if enabled else False) as rt,
+        ):
+
+            def on_event(e: Any, busy: list[int] = busy, passes: list[int] = passes) -> None:
+                if isinstance(e, CompressionStarted):
+                    busy[0] += 1
+                elif isinstance(e, ContextCompressed):
+                    passes[0] += 1
+
+            rt.subscribe(on_event, CompressionStarted, ContextCompressed)
+            for i in range(n):
+                m = Msg.user(f"{i}: {filler}") if i % 2 else Msg.assistant(f"{i}: noted")
+                t0 = time.perf_counter()
+                rt.add(m)
+                t1 = time.perf_counter()
+                if i % 10 == 0:
+                    rt.size()
+                    visible.append((time.perf_counter() - t0) * 1e6)
+                calls.append((t1 - t0) * 1e6)
+            out[label] = {
+                "add_call_us": summary(calls),
+                "add_visible_us": summary(visible),
+                "passes_started": busy[0],
+                "strategies_applied": passes[0],
+            }
+    return out
+
+
 def bench_peer(n: int, repeats: int) -> dict[str, Any] | None:
     py = os.environ.get("ACTORMEM_PEER_PYTHON") or str(PEER_PYTHON)
     if not Path(py).exists():
@@ -135,8 +178,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     adds = bench_adds(n, repeats)
     lat = bench_latency(min(n, 5_000))
     sess = bench_sessions(n, repeats)
+    during = bench_add_during_compression(2_000 if args.quick else 10_000)
     peer = bench_peer(n, 3 if args.quick else 5)
-    res = {"n": n, "adds": adds, "latency": lat, "sessions": sess, "agentscope_1_0_21": peer}
+    res = {
+        "n": n,
+        "adds": adds,
+        "latency": lat,
+        "sessions": sess,
+        "add_during_compression": during,
+        "agentscope_1_0_21": peer,
+    }
     p = peer if peer and "error" not in peer else {}
     rows = [
         [
@@ -177,6 +228,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ],
         [f"load {n:,}-msg session p99 (ms)", sess["load_ms"]["p99"], "-", "-", "-"],
     ]
+    off, on = during["compressor_off"], during["compressing"]
+    print_table(
+        f"add() while the compressor works ({on['passes_started']} passes, "
+        f"{on['strategies_applied']} strategies applied) vs no compressor, same run",
+        ["measure", "compressing", "compressor off"],
+        [
+            ["add() call p50 (us)", on["add_call_us"]["p50"], off["add_call_us"]["p50"]],
+            ["add() call p99 (us)", on["add_call_us"]["p99"], off["add_call_us"]["p99"]],
+            ["add-to-visible p50 (us)", on["add_visible_us"]["p50"], off["add_visible_us"]["p50"]],
+            ["add-to-visible p99 (us)", on["add_visible_us"]["p99"], off["add_visible_us"]["p99"]],
+        ],
+    )
     print_table(
         "actormem runtime vs bare pykka vs AgentScope 1.0.21 (same run)",
         ["measure", "actormem", "bare pykka", "AgentScope", "goal"],
