@@ -70,6 +70,8 @@ from actormem.store._types import (
     HistoryRecord,
     ImportReport,
     InvalidMemoryError,
+    LogCompaction,
+    LogRecord,
     MaintenanceReport,
     MemoryNotFoundError,
     MemoryRecord,
@@ -162,6 +164,52 @@ def _scope_sql(namespace: Namespace, prefix: str = "") -> tuple[str, list[Any]]:
         parts.append(f"{prefix}{name} = ?")
         params.append(value)
     return " AND ".join(parts), params
+
+
+def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
+    """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
+    if not isinstance(namespace, Namespace):
+        raise NamespaceError(f"namespace must be a Namespace, got {type(namespace).__name__}")
+    return " AND ".join(f"{c} = ?" for c in _NS_COLS), list(namespace.key())
+
+
+_LOG_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, seq, epoch_us(ts), entry_type, content, "
+    "CAST(metadata AS VARCHAR), compaction_id"
+)
+_COMPACTION_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, epoch_us(ts), entries, first_seq, last_seq, "
+    "summary_id, summary, summarizer, bytes_before, bytes_after"
+)
+
+
+def _row_to_log(row: Sequence[Any]) -> LogRecord:
+    return LogRecord(
+        id=row[0],
+        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        seq=int(row[5]),
+        ts=row[6] / 1_000_000,
+        entry_type=row[7],
+        content=row[8],
+        metadata=json.loads(row[9]) if row[9] else {},
+        compaction_id=row[10],
+    )
+
+
+def _row_to_compaction(row: Sequence[Any]) -> LogCompaction:
+    return LogCompaction(
+        id=row[0],
+        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        ts=row[5] / 1_000_000,
+        entries=int(row[6]),
+        first_seq=int(row[7]),
+        last_seq=int(row[8]),
+        summary_id=row[9],
+        summary=row[10],
+        summarizer=row[11],
+        bytes_before=int(row[12]),
+        bytes_after=int(row[13]),
+    )
 
 
 def _union(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
@@ -1209,6 +1257,9 @@ class DuckDBStore:
     def forget(self, namespace: Namespace) -> ForgetReport:
         """Remove every memory in the scope and its history, for good.
 
+        The journal's rows in the scope (activity log, compactions, journal
+        state) go too.
+
         The rows are deleted (not soft-deleted), the in-memory copies erased
         and the file checkpointed so the WAL no longer holds them.
 
@@ -1234,6 +1285,8 @@ class DuckDBStore:
                 ).fetchone()
                 cur.execute(f"DELETE FROM history WHERE {where}", params)
                 cur.execute(f"DELETE FROM memories WHERE {where}", params)
+                for table in ("activity_log", "log_compactions", "journal_state"):
+                    cur.execute(f"DELETE FROM {table} WHERE {where}", params)
                 cur.execute("COMMIT")
             except BaseException as exc:
                 with suppress(duckdb.Error):
@@ -1672,6 +1725,244 @@ class DuckDBStore:
         if not 0 < threshold <= 1:
             raise InvalidMemoryError("threshold must be in (0, 1]")
         return self._merge_pairs("consolidate", namespace, lambda a, b, s: True, threshold)
+
+    # -- activity log and journal state (actormem.journal) --------------------------------
+
+    def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(cursor)`` in one write transaction under the writer lock."""
+        with self._write_lock:
+            self._check_open()
+            cur = self._wcur
+            try:
+                cur.execute("BEGIN TRANSACTION")
+                out = fn(cur)
+                cur.execute("COMMIT")
+            except BaseException as exc:
+                with suppress(duckdb.Error):
+                    cur.execute("ROLLBACK")
+                if isinstance(exc, duckdb.Error):
+                    raise StoreError(f"{what} in {self.path} failed: {exc}") from exc
+                raise
+            return out
+
+    def log_append(
+        self,
+        namespace: Namespace,
+        entry_type: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> LogRecord:
+        """Append one entry to the activity log of the concrete ``namespace``.
+
+        Committed when it returns.
+
+        Args:
+            namespace: The agent's namespace (exact, not a scope).
+            entry_type: ``TOOL_USE``, ``THOUGHT``, ``USER_FEEDBACK``, ``ERROR``, ``SYSTEM``
+                (any non-empty name of at most 32 characters is accepted).
+            content: The text (non-empty).
+            metadata: Extra JSON fields.
+            ts: When (default: the store's clock).
+
+        Returns:
+            The stored entry with its ``seq``.
+
+        Raises:
+            InvalidMemoryError: A bad type, content or metadata.
+        """
+        where, params = _exact_sql(namespace)
+        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
+            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
+        NewMemory(content=content).validate()
+        meta = dict(metadata or {})
+        meta_json = _json(meta)
+        when = self._clock() if ts is None else float(ts)
+        rid = os.urandom(16).hex()
+
+        def write(cur: Any) -> int:
+            row = cur.execute(
+                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
+            ).fetchone()
+            seq = int(row[0]) + 1
+            cur.execute(
+                "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+                "entry_type, content, metadata) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?), "
+                "?, ?, ?)",
+                [rid, *params, seq, _us(when), entry_type, content, meta_json],
+            )
+            return seq
+
+        seq = self._write_txn("log append", write)
+        return LogRecord(
+            id=rid,
+            namespace=namespace,
+            seq=seq,
+            ts=_us(when) / 1_000_000,
+            entry_type=entry_type,
+            content=content,
+            metadata=meta,
+        )
+
+    def log_entries(
+        self,
+        namespace: Namespace,
+        *,
+        compacted: bool | None = False,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> builtins.list[LogRecord]:
+        """Entries of the activity log of ``namespace``, oldest first.
+
+        Args:
+            namespace: The agent's namespace (exact).
+            compacted: ``False``: only live (not yet compacted) entries; ``True``:
+                only compacted ones; ``None``: all.
+            after_seq: Only entries with ``seq > after_seq``.
+            limit: At most this many (the *latest* ones when set).
+        """
+        where, params = _exact_sql(namespace)
+        if compacted is not None:
+            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
+        where += " AND seq > ?"
+        params.append(int(after_seq))
+        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
+        if limit is not None:
+            _check_limit(limit)
+            sql = (
+                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
+                f"ORDER BY seq DESC LIMIT {int(limit)}) ORDER BY seq"
+            )
+        return [_row_to_log(r) for r in self._reader().execute(sql, params).fetchall()]
+
+    def log_compact(
+        self,
+        namespace: Namespace,
+        entry_ids: Sequence[str],
+        *,
+        summary_id: str,
+        summary: str,
+        summarizer: str = "",
+        bytes_before: int = 0,
+        bytes_after: int = 0,
+    ) -> LogCompaction:
+        """Mark live entries as summarized by ``summary_id`` and record the compaction.
+
+        One transaction: either every entry is marked and the row written, or
+        nothing changes.  Entries are never deleted.
+
+        Raises:
+            InvalidMemoryError: ``entry_ids`` is empty, or one of them is not a
+                live entry of ``namespace``.
+        """
+        where, params = _exact_sql(namespace)
+        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
+        if not ids:
+            raise InvalidMemoryError("log_compact needs at least one entry id")
+        cid = os.urandom(16).hex()
+        now = self._clock()
+
+        def write(cur: Any) -> LogCompaction:
+            tbl = pa.table({"id": pa.array(ids, type=pa.string())})
+            cur.register("_ids", tbl)
+            try:
+                row = cur.execute(
+                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
+                    "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
+                    params,
+                ).fetchone()
+                if row is None or int(row[0]) != len(ids):
+                    raise InvalidMemoryError(
+                        f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
+                        f"not live log entries of {namespace}"
+                    )
+                cur.execute(
+                    f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
+                    "AND id IN (SELECT id FROM _ids)",
+                    [cid, *params],
+                )
+            finally:
+                cur.unregister("_ids")
+            rec = LogCompaction(
+                id=cid,
+                namespace=namespace,
+                ts=_us(now) / 1_000_000,
+                entries=len(ids),
+                first_seq=int(row[1]),
+                last_seq=int(row[2]),
+                summary_id=summary_id,
+                summary=summary,
+                summarizer=summarizer,
+                bytes_before=int(bytes_before),
+                bytes_after=int(bytes_after),
+            )
+            cur.execute(
+                "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, ts, "
+                "entries, first_seq, last_seq, summary_id, summary, summarizer, bytes_before, "
+                "bytes_after) VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    cid,
+                    *params,
+                    _us(now),
+                    rec.entries,
+                    rec.first_seq,
+                    rec.last_seq,
+                    summary_id,
+                    summary,
+                    summarizer,
+                    rec.bytes_before,
+                    rec.bytes_after,
+                ],
+            )
+            return rec
+
+        result: LogCompaction = self._write_txn("log compaction", write)
+        return result
+
+    def log_compactions(self, namespace: Namespace) -> builtins.list[LogCompaction]:
+        """The compactions of the activity log of ``namespace``, oldest first."""
+        where, params = _exact_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_COMPACTION_SELECT} FROM log_compactions WHERE {where} ORDER BY ts, "
+                "first_seq",
+                params,
+            )
+            .fetchall()
+        )
+        return [_row_to_compaction(r) for r in rows]
+
+    def journal_state(self, namespace: Namespace) -> dict[str, str]:
+        """The journal's key/value state of the concrete ``namespace``."""
+        where, params = _exact_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(f"SELECT key, value FROM journal_state WHERE {where}", params)
+            .fetchall()
+        )
+        return {str(k): str(v) for k, v in rows}
+
+    def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
+        """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
+        _, params = _exact_sql(namespace)
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        now = _us(self._clock())
+
+        def write(cur: Any) -> None:
+            for key, value in values.items():
+                cur.execute(
+                    "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+                    "value, updated_at) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?)) "
+                    "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+                    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    [*params, key, value, now],
+                )
+
+        self._write_txn("journal state write", write)
 
     # -- analytics ------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ Version history:
   ``reason``, ``schema_version``, ``store_meta``.
 * **2** -- ``memories.session_id``, ``memories.metadata`` (JSON) and
   ``history.reason`` / ``history.namespace`` columns.
+* **3** -- the journal's tables: ``activity_log`` (typed LOG entries),
+  ``log_compactions`` (one row per LOG compaction) and ``journal_state``
+  (per-namespace key/value: NOW, file hashes, dream input hashes).
 
 :func:`ensure_schema` creates a fresh file at :data:`SCHEMA_VERSION` or
 upgrades an older one step by step inside one transaction; a file written by a
@@ -25,7 +28,7 @@ __all__ = ["SCHEMA_VERSION", "ensure_schema", "memories_ddl", "read_meta", "writ
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 
 def memories_ddl(dim: int) -> str:
@@ -69,6 +72,53 @@ _HISTORY_DDL: Final = """
         reason VARCHAR NOT NULL DEFAULT ''
     )"""
 
+#: The journal's tables (schema version 3).  Rows are keyed by the concrete
+#: namespace (all four columns, ``""`` for unset), never by a scope.
+_JOURNAL_DDL: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE IF NOT EXISTS activity_log (
+        id VARCHAR PRIMARY KEY,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        agent_id VARCHAR NOT NULL DEFAULT '',
+        run_id VARCHAR NOT NULL DEFAULT '',
+        session_id VARCHAR NOT NULL DEFAULT '',
+        seq BIGINT NOT NULL,
+        ts TIMESTAMP NOT NULL,
+        entry_type VARCHAR NOT NULL,
+        content VARCHAR NOT NULL,
+        metadata JSON NOT NULL DEFAULT '{}',
+        compaction_id VARCHAR
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS log_compactions (
+        id VARCHAR PRIMARY KEY,
+        user_id VARCHAR NOT NULL DEFAULT '',
+        agent_id VARCHAR NOT NULL DEFAULT '',
+        run_id VARCHAR NOT NULL DEFAULT '',
+        session_id VARCHAR NOT NULL DEFAULT '',
+        ts TIMESTAMP NOT NULL,
+        entries BIGINT NOT NULL,
+        first_seq BIGINT NOT NULL,
+        last_seq BIGINT NOT NULL,
+        summary_id VARCHAR NOT NULL,
+        summary VARCHAR NOT NULL,
+        summarizer VARCHAR NOT NULL DEFAULT '',
+        bytes_before BIGINT NOT NULL DEFAULT 0,
+        bytes_after BIGINT NOT NULL DEFAULT 0
+    )""",
+    """
+    CREATE TABLE IF NOT EXISTS journal_state (
+        user_id VARCHAR NOT NULL DEFAULT '',
+        agent_id VARCHAR NOT NULL DEFAULT '',
+        run_id VARCHAR NOT NULL DEFAULT '',
+        session_id VARCHAR NOT NULL DEFAULT '',
+        key VARCHAR NOT NULL,
+        value VARCHAR NOT NULL,
+        updated_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (user_id, agent_id, run_id, session_id, key)
+    )""",
+)
+
 _META_DDL: Final = (
     "CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)"
 )
@@ -97,8 +147,13 @@ def _migrate_1_to_2(con: Any) -> None:
     )
 
 
+def _migrate_2_to_3(con: Any) -> None:
+    for ddl in _JOURNAL_DDL:
+        con.execute(ddl)
+
+
 #: ``MIGRATIONS[v]`` upgrades a file from version ``v`` to ``v + 1``.
-MIGRATIONS: Final[dict[int, Callable[[Any], None]]] = {1: _migrate_1_to_2}
+MIGRATIONS: Final[dict[int, Callable[[Any], None]]] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 def _current_version(con: Any) -> int | None:
@@ -136,7 +191,7 @@ def ensure_schema(con: Any, dim: int, path: str) -> tuple[int, int]:
             con.execute(_HISTORY_DDL)
             con.execute(_META_DDL)
             con.execute(_VERSION_DDL)
-            for ddl in _INDEX_DDL:
+            for ddl in (*_JOURNAL_DDL, *_INDEX_DDL):
                 con.execute(ddl)
             con.execute("INSERT INTO schema_version (version) VALUES (?)", [SCHEMA_VERSION])
             con.execute("COMMIT")

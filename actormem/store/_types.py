@@ -34,6 +34,8 @@ __all__ = [
     "HistoryRecord",
     "ImportReport",
     "InvalidMemoryError",
+    "LogCompaction",
+    "LogRecord",
     "MaintenanceReport",
     "MemoryNotFoundError",
     "MemoryRecord",
@@ -308,6 +310,60 @@ class HistoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     new_content: str | None
     ts: float
     reason: str = ""
+
+
+class LogRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of an agent's activity log (the record behind ``LOG.md``).
+
+    Attributes:
+        id: Unique id.
+        namespace: The concrete namespace (the agent's folder) it belongs to.
+        seq: Position in the namespace's log (1, 2, ...).
+        ts: When (Unix seconds).
+        entry_type: ``TOOL_USE``, ``THOUGHT``, ``USER_FEEDBACK``, ``ERROR`` or ``SYSTEM``.
+        content: The text.
+        metadata: Extra JSON fields (tool name, error type, ...).
+        compaction_id: The compaction that summarized it (``None`` while it is live).
+    """
+
+    id: str
+    namespace: Namespace
+    seq: int
+    ts: float
+    entry_type: str
+    content: str
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    compaction_id: str | None = None
+
+
+class LogCompaction(msgspec.Struct, frozen=True, kw_only=True):
+    """One compaction of an activity log into a summary memory.
+
+    Attributes:
+        id: Unique id.
+        namespace: The concrete namespace.
+        ts: When (Unix seconds).
+        entries: How many entries it summarized.
+        first_seq: ``seq`` of the first of them.
+        last_seq: ``seq`` of the last of them.
+        summary_id: The long-term memory (kind ``summary``) holding the summary.
+        summary: The summary text.
+        summarizer: Which summarizer wrote it.
+        bytes_before: Size of ``LOG.md`` before.
+        bytes_after: Size of ``LOG.md`` after.
+    """
+
+    id: str
+    namespace: Namespace
+    ts: float
+    entries: int
+    first_seq: int
+    last_seq: int
+    summary_id: str
+    summary: str
+    summarizer: str = ""
+    bytes_before: int = 0
+    bytes_after: int = 0
 
 
 # -- search ---------------------------------------------------------------------------
