@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -30,7 +31,7 @@ import msgspec
 import structlog
 
 from actormem.messages import Msg
-from actormem.models.base import ChatModel
+from actormem.models.base import ChatModel, ModelTimeoutError
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -627,7 +628,7 @@ def ask_json(
         if counter is not None:
             counter.calls += 1
         try:
-            reply = model.chat(convo, timeout=timeout)
+            reply = _chat_within(model, convo, timeout)
         except Exception as exc:  # a model failure must not kill the recorder
             problem = f"model call failed: {exc!r}"
             log.warning("recorder.model_failed", attempt=attempt, error=repr(exc))
@@ -646,3 +647,33 @@ def ask_json(
                 ),
             ]
     raise ExtractionError(f"no usable model reply after {retries + 1} attempt(s): {problem}")
+
+
+def _chat_within(model: ChatModel, messages: list[Msg], timeout: float) -> Msg:
+    """``model.chat`` that returns or raises within ``timeout`` even if the model ignores it.
+
+    The call runs on a daemon thread; a model still busy at the deadline is
+    abandoned (its late answer is dropped) and :class:`ModelTimeoutError` raised,
+    so a stuck model never stalls the recorder's batches.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["reply"] = model.chat(messages, timeout=timeout)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="actormem-recorder-model", daemon=True).start()
+    if not done.wait(timeout):
+        name = getattr(model, "name", type(model).__name__)
+        raise ModelTimeoutError(f"model {name} did not answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    reply = box.get("reply")
+    if not isinstance(reply, Msg):
+        raise ExtractionError(f"the model returned {type(reply).__name__}, expected a Msg")
+    return reply
