@@ -33,8 +33,10 @@ activity and another quiet period).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -282,6 +284,7 @@ class MemoryRuntime(StateModule):
         )
         if self._store is not None:
             self._start_recorder(self._store, stm, model, max_restarts)
+        _OPEN.add(self)
 
     def _start_recorder(
         self, store: MemoryStore, stm: Supervisor, model: ChatModel | None, max_restarts: int
@@ -955,6 +958,7 @@ class MemoryRuntime(StateModule):
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         if self._recorder is not None:
             try:
                 self.flush(timeout)
@@ -990,6 +994,22 @@ class MemoryRuntime(StateModule):
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         await asyncio.to_thread(self.close)
+
+
+#: Runtimes not closed yet.  The actors run on daemon threads, so a program that
+#: forgets ``close()`` still exits; this closes them at exit (recorded turns are
+#: flushed, an owned store is closed) while those threads are still running.
+_OPEN: weakref.WeakSet[MemoryRuntime] = weakref.WeakSet()
+_EXIT_TIMEOUT = 30.0
+
+
+@atexit.register
+def _close_open_runtimes() -> None:
+    for rt in list(_OPEN):
+        try:
+            rt.close(timeout=_EXIT_TIMEOUT)
+        except Exception as exc:  # exit anyway; say what went wrong
+            log.error("runtime.close_at_exit_failed", error=repr(exc))
 
 
 def _unwrap(state: Any) -> ShortTermState | None:

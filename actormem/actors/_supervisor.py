@@ -65,6 +65,10 @@ class SupervisedActor(pykka.ThreadingActor):
     triggers a supervised restart.
     """
 
+    #: Daemon threads: a program that never closes its runtime can still exit
+    #: (the runtime closes itself at exit, see ``actormem.runtime``).
+    use_daemon_thread = True
+
     def __init__(self, supervisor: Supervisor | None = None) -> None:
         super().__init__()
         self._supervisor = supervisor
