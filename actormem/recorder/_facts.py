@@ -60,7 +60,18 @@ def _check(name: str, value: object, limit: int) -> str:
         raise ValueError(f"{name} must not be empty")
     if len(value) > limit:
         raise ValueError(f"{name} has {len(value)} characters, the limit is {limit}")
+    _check_unicode(name, value)
     return value
+
+
+def _check_unicode(name: str, value: str) -> None:
+    """Refuse text that cannot be stored (lone surrogates are not valid UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{name} is not valid Unicode text ({exc.reason} at position {exc.start})"
+        ) from None
 
 
 class KeyedFacts:
@@ -108,6 +119,7 @@ class KeyedFacts:
             raise ValueError("value must not be empty")
         if len(value) > _MAX_VALUE:
             raise ValueError(f"value has {len(value)} characters, the limit is {_MAX_VALUE}")
+        _check_unicode("value", value)
         category = _check("category", category, _MAX_CATEGORY)
         content = f"{key}: {value}"
         meta = {"key": key, "value": value, "category": category}

@@ -149,7 +149,18 @@ def _str_list(tool: str, name: str, value: object) -> list[str]:
             raise ValueError(
                 f"{tool}: {name}[{i}] has {len(item)} characters, the limit is {_MAX_ITEM_CHARS}"
             )
+        _check_unicode(tool, f"{name}[{i}]", item)
     return out
+
+
+def _check_unicode(tool: str, name: str, value: str) -> None:
+    """Refuse text that cannot be stored (lone surrogates are not valid UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{tool}: {name} is not valid Unicode text ({exc.reason} at position {exc.start})"
+        ) from None
 
 
 def parse_record_args(arguments: Mapping[str, Any]) -> tuple[str, list[str]]:
@@ -167,6 +178,7 @@ def parse_record_args(arguments: Mapping[str, Any]) -> tuple[str, list[str]]:
         raise ValueError(
             f"{RECORD_TOOL}: 'thinking' must be a string, got {type(thinking).__name__}"
         )
+    _check_unicode(RECORD_TOOL, "'thinking'", thinking)
     return thinking.strip(), _str_list(RECORD_TOOL, "content", arguments["content"])
 
 

@@ -36,3 +36,33 @@ def test_a_program_that_never_closes_its_runtime_exits_and_flushes(tmp_path: Pat
     finally:
         con.close()
     assert rows == [("user: I live in Quito",)]
+
+
+def test_lone_surrogates_in_facts_and_memory_tools_are_a_clear_value_error(
+    tmp_path: Path,
+) -> None:
+    # Bug: save_fact and record_to_memory let lone surrogates through to the store,
+    # which failed with a raw UnicodeEncodeError from deep inside.
+    import pytest
+
+    from actormem import MemoryRuntime
+    from actormem.models.embedders import HashEmbedder
+    from actormem.recorder import LongTermMemoryMode
+
+    with MemoryRuntime(
+        session_dir=tmp_path,
+        store=tmp_path / "m.duckdb",
+        embedder=HashEmbedder(64),
+        long_term=LongTermMemoryMode.BOTH,
+    ) as rt:
+        with pytest.raises(ValueError, match="key is not valid Unicode"):
+            rt.save_fact("\ud800", "v")
+        with pytest.raises(ValueError, match="value is not valid Unicode"):
+            rt.save_fact("k", "bad \udfff")
+        with pytest.raises(ValueError, match=r"content\[0\] is not valid Unicode"):
+            rt.call_tool("record_to_memory", {"content": ["x \ud800"]})
+        with pytest.raises(ValueError, match="'thinking' is not valid Unicode"):
+            rt.call_tool("record_to_memory", {"thinking": "\ud800", "content": ["ok"]})
+        assert rt.store is not None and rt.store.count(rt.namespace) == 0
+        rt.save_fact("k", "fine")
+        assert rt.get_fact("k") == "fine"
