@@ -233,31 +233,47 @@ class MaintenanceRan(Event, frozen=True, kw_only=True):
 
 
 class NowUpdated(Event, frozen=True, kw_only=True):
-    """The working status (NOW) changed."""
+    """The working status (NOW) changed; ``imported`` when it came from a hand edit of NOW.md."""
 
     objective: str
     next_steps: tuple[str, ...] = ()
+    state: str = ""
+    imported: bool = False
+    path: str = ""
 
 
 class LogCompacted(Event, frozen=True, kw_only=True):
-    """The activity log was compacted into a summary."""
+    """The activity log was compacted: ``entries`` summarized into memory ``summary_id``."""
 
     entries: int
     summary_id: str
+    compaction_id: str = ""
+    bytes_before: int = 0
+    bytes_after: int = 0
+    summarizer: str = ""
 
 
 class JournalWritten(Event, frozen=True, kw_only=True):
-    """Lines were appended to a daily journal file."""
+    """Lines were appended to a daily journal file (``ids``: the memories they show)."""
 
     path: str
     lines: int
+    day: str = ""
+    ids: tuple[str, ...] = ()
 
 
 class DreamCompleted(Event, frozen=True, kw_only=True):
-    """A deep-dream consolidation finished."""
+    """A deep dream finished (``skipped`` when its input was unchanged)."""
 
     changes: int
     path: str
+    skipped: bool = False
+    added: int = 0
+    removed: int = 0
+    updated: int = 0
+    merged: int = 0
+    items: int = 0
+    input_hash: str = ""
 
 
 AnyEvent = (

@@ -89,6 +89,7 @@ from actormem.events import (
     SessionLoaded,
     SessionSaved,
 )
+from actormem.journal import DreamReport, Journal, JournalConfig, NowStatus
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
 from actormem.models.base import ChatModel, Embedder, ToolSpec
 from actormem.recorder import (
@@ -109,7 +110,7 @@ from actormem.recorder import (
 )
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession
 from actormem.state import StateError, StateModule
-from actormem.store import DuckDBStore, MemoryStore, Namespace, NewMemory, SearchHit
+from actormem.store import DuckDBStore, LogRecord, MemoryStore, Namespace, NewMemory, SearchHit
 from actormem.streams import EventBus
 
 __all__ = ["DEFAULT_NAMESPACE", "LONG_TERM_FILE", "RUNTIME", "ActorStateModule", "MemoryRuntime"]
@@ -197,6 +198,11 @@ class MemoryRuntime(StateModule):
         recorder: batching, extraction, promotion and maintenance settings.
         embedder: the embedder of a store opened from a path (default: the
             bundled WordLlama model).
+        journal: keep the human-readable memory files (NOW.md, LOG.md, the
+            daily journal, MEMORY.md, DREAMS.md) in the namespace's folder:
+            True for the defaults (``<session_dir>/memory/<user>/<agent>/``)
+            or a :class:`~actormem.journal.JournalConfig`.  Needs long-term
+            memory (``store=`` or ``long_term=``).
 
     ``model`` also extracts and reconciles facts when given; without it the
     offline rule extractor is used.
@@ -222,9 +228,11 @@ class MemoryRuntime(StateModule):
         namespace: Namespace | None = None,
         recorder: RecorderConfig | None = None,
         embedder: Embedder | None = None,
+        journal: JournalConfig | bool | None = None,
     ) -> None:
         super().__init__()
         mode, lt_config, ns = _long_term_args(store, long_term, namespace, recorder, embedder)
+        journal_config = _journal_args(journal, mode)
         # The store opens before any actor starts, so a bad path leaves nothing running.
         self._store: MemoryStore | None = None
         self._own_store = False
@@ -238,6 +246,22 @@ class MemoryRuntime(StateModule):
         self.max_msg_bytes: int = max_msg_bytes
         self._closed: bool = False
         publish = self.bus.publish
+        self.journal: Journal | None = None
+        self._journal_feed: rx_abc.DisposableBase | None = None
+        if journal_config is not None and self._store is not None:
+            try:
+                self.journal = Journal(
+                    self._store,
+                    ns,
+                    journal_config,
+                    journal_config.folder_root(session_dir),
+                    publish=publish,
+                    model=model,
+                )
+            except BaseException:  # nothing is running yet: leave nothing open either
+                if self._own_store:
+                    self._store.close()
+                raise
         stm = Supervisor(
             SHORT_TERM,
             lambda sup, state: ShortTermMemoryActor.start(sup, publish, _unwrap(state)),
@@ -284,6 +308,10 @@ class MemoryRuntime(StateModule):
         )
         if self._store is not None:
             self._start_recorder(self._store, stm, model, max_restarts)
+        if self.journal is not None:
+            self._journal_feed = self.bus.observable(self.journal.accept, name="journal").subscribe(
+                self.journal.on_recorded
+            )
         _OPEN.add(self)
 
     def _start_recorder(
@@ -696,6 +724,8 @@ class MemoryRuntime(StateModule):
                 f"the recorder committed {tracker.finished} of {target} submitted turns "
                 f"within {timeout}s ({tracker.pending} pending)"
             )
+        if self.journal is not None and not self.journal.sync(timeout if timeout else 60.0):
+            log.warning("runtime.journal_behind", reason="daily journal lines still queued")
         failed = tracker.failed
         if failed > self._failed_seen:
             n = failed - self._failed_seen
@@ -791,7 +821,19 @@ class MemoryRuntime(StateModule):
         if self._recorder is None:
             return {}
         report: dict[str, Any] = self._recorder.ask(RunMaintenance(reason="manual"), timeout)
+        if self.journal is not None:
+            dream = self._dream_if_due()
+            report["dream"] = msgspec.to_builtins(dream) if dream is not None else None
         return report
+
+    def _dream_if_due(self) -> DreamReport | None:
+        if self.journal is None:
+            return None
+        try:
+            return self.journal.dream_if_due()
+        except Exception as exc:  # a failed dream must not stop maintenance
+            log.exception("runtime.dream_failed", error=repr(exc))
+            return None
 
     def _idle_check(self, scheduler: Any, state: Any = None) -> None:
         """Timer callback: run maintenance after a quiet period, then re-arm."""
@@ -807,10 +849,86 @@ class MemoryRuntime(StateModule):
                 if not self._turn_open and self._idle_ran_for != stamp and self._recorder:
                     self._idle_ran_for = stamp
                     self._recorder.tell(RunMaintenance(reason="idle"))
+                    self._dream_if_due()
             if not self._closed and self._scheduler is not None:
                 self._scheduler.schedule_relative(max(delay, 0.005), self._idle_check)
         except Exception as exc:  # the timer must survive (a stopped recorder at close)
             log.warning("runtime.idle_check_failed", error=repr(exc))
+
+    # -- human-readable memory (journal) ----------------------------------------------
+
+    def _need_journal(self) -> Journal:
+        if self.journal is None:
+            raise RuntimeError(
+                "this runtime keeps no journal: create it with "
+                "MemoryRuntime(store=..., journal=True) or journal=JournalConfig(...)"
+            )
+        return self.journal
+
+    def update_now(
+        self,
+        objective: str,
+        next_steps: Sequence[str] = (),
+        *,
+        state: str = "in_flight",
+        note: str = "",
+    ) -> NowStatus:
+        """Replace the working status (NOW.md, session state, DuckDB); emits ``NowUpdated``.
+
+        Args:
+            objective: what the agent is working on.
+            next_steps: the immediate next steps, in order.
+            state: ``in_flight``, ``done``, ``error``, ``idle`` (or another word).
+            note: a free note (an error, a hint for whoever resumes).
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+            ValueError: an argument has the wrong type.
+        """
+        self._last_activity = time.monotonic()
+        return self._need_journal().update_now(objective, next_steps, state=state, note=note)
+
+    def now(self) -> NowStatus:
+        """The working status (a hand edit of NOW.md is imported first).
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+        """
+        return self._need_journal().now()
+
+    def log(self, entry_type: str, content: str, **metadata: Any) -> LogRecord:
+        """Append a typed entry (TOOL_USE, THOUGHT, USER_FEEDBACK, ERROR, SYSTEM) to the
+        activity log: DuckDB first, then LOG.md; past the threshold the log is compacted.
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+            ValueError: an unknown type or empty text.
+        """
+        self._last_activity = time.monotonic()
+        return self._need_journal().log(entry_type, content, **metadata)
+
+    def working_memory(self, max_tokens: int | None = None) -> str:
+        """The ``<working_memory>`` block (NOW and the latest LOG entries) for the model,
+        within ``max_tokens`` (default ``JournalConfig.context_max_tokens``); "" without a
+        journal or when there is nothing to say."""
+        if self.journal is None:
+            return ""
+        return self.journal.context(max_tokens)
+
+    def dream(self, lookback_days: int | None = None, *, force: bool = False) -> DreamReport:
+        """Deep dream now: consolidate, rewrite MEMORY.md, add a diary entry to DREAMS.md.
+
+        Idempotent: unchanged input (memories and journal days, by content
+        hash) gives a skipped report and writes nothing unless ``force``.
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+        """
+        journal = self._need_journal()
+        self._last_activity = time.monotonic()
+        if self._recorder is not None:
+            self.flush()
+        return journal.dream(lookback_days, force=force)
 
     # -- sessions -------------------------------------------------------------------
 
@@ -939,7 +1057,7 @@ class MemoryRuntime(StateModule):
     def _check_keys(self, keys: Any, strict: bool) -> None:
         # Components this runtime does not run (a compressor's state in a session
         # loaded without one) are ignored; its own must be present when strict.
-        known = {SHORT_TERM, AUTOCONTEXT, "fleeting"}
+        known = {SHORT_TERM, AUTOCONTEXT, "fleeting", "journal"}
         unexpected = set(keys) - known
         missing = {SHORT_TERM} - set(keys) if strict else set()
         if unexpected or missing:
@@ -969,6 +1087,8 @@ class MemoryRuntime(StateModule):
             self._scheduler.dispose()
         if self._compressor_feed is not None:
             self._compressor_feed.dispose()
+        if self.journal is not None and not self.journal.sync(5.0):
+            log.warning("runtime.journal_behind", reason="closing with journal lines queued")
         if self._compressor is not None:
             self._compressor.stop()
         self._stm.stop()
@@ -1057,6 +1177,24 @@ def _long_term_args(
                 "(a path or a MemoryStore) or long_term=LongTermMemoryMode..."
             )
     return mode, recorder or RecorderConfig(), namespace or DEFAULT_NAMESPACE
+
+
+def _journal_args(journal: object, mode: LongTermMemoryMode | None) -> JournalConfig | None:
+    """The journal's config (None: no journal); it needs long-term memory."""
+    if journal is None or journal is False:
+        return None
+    if journal is True:
+        config = JournalConfig()
+    elif isinstance(journal, JournalConfig):
+        config = journal
+    else:
+        raise TypeError(f"journal must be True or a JournalConfig, got {type(journal).__name__}")
+    if mode is None:
+        raise ValueError(
+            "journal= keeps its record in the long-term store: also pass store= "
+            "(a path or a DuckDBStore) or long_term=LongTermMemoryMode..."
+        )
+    return config
 
 
 def _open_store(

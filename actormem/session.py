@@ -45,6 +45,7 @@ __all__ = [
     "SessionError",
     "SessionInfo",
     "SessionManager",
+    "atomic_write",
     "validate_session_id",
 ]
 
@@ -299,7 +300,17 @@ def _decode_document(data: bytes, path: Path, decoder: msgspec.json.Decoder[Any]
         raise SessionError(f"session file {path} is malformed: {exc}") from None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably.
+
+    The bytes go to a temporary file in the same folder, which is fsynced
+    and renamed over ``path``; then the folder is fsynced.  A process killed
+    at any moment leaves the old or the new complete file.
+
+    Args:
+        path: the file to write (its folder is created if missing).
+        data: the new content.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -317,6 +328,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+_atomic_write = atomic_write  # the name other modules used before it was public
 
 
 class SessionManager:

@@ -13,14 +13,18 @@ does::
 ``before_reasoning`` enforces the compressor's budget (when the runtime
 runs one), reads the working messages and, in STATIC_CONTROL or BOTH mode,
 puts a ``<long_term_memory>`` block retrieved for the latest user message
-right before that message.  ``after_reply`` records the turn (STATIC_CONTROL
-or BOTH) and calls ``on_turn_end``.
+right before that message.  When the runtime keeps a journal, a
+``<working_memory>`` block (NOW and the latest LOG entries) goes there too,
+on every call.  ``after_reply`` records the turn (STATIC_CONTROL or BOTH),
+writes it to the activity log (journal) and calls ``on_turn_end``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -30,7 +34,7 @@ from actormem.recorder import LongTermMemoryMode
 if TYPE_CHECKING:
     from actormem.runtime import MemoryRuntime
 
-__all__ = ["MemoryHooks"]
+__all__ = ["MemoryHooks", "log_messages"]
 
 log = structlog.get_logger(__name__)
 
@@ -47,11 +51,17 @@ class MemoryHooks:
     """
 
     def __init__(
-        self, runtime: MemoryRuntime, *, inject_max_tokens: int = 800, system: Sequence[Msg] = ()
+        self,
+        runtime: MemoryRuntime,
+        *,
+        inject_max_tokens: int = 800,
+        system: Sequence[Msg] = (),
+        log_turns: bool = True,
     ) -> None:
         self.runtime = runtime
         self.inject_max_tokens = inject_max_tokens
         self.system = list(system)
+        self.log_turns = log_turns
 
     @property
     def static(self) -> bool:
@@ -66,8 +76,9 @@ class MemoryHooks:
                 after a compression pass if the context is over budget).
 
         Returns:
-            ``system`` + the working messages, with a long-term memory block
-            before the latest user message when the mode retrieves statically.
+            ``system`` + the working messages, with the working-memory block
+            (journal) and a long-term memory block (when the mode retrieves
+            statically) before the latest user message.
         """
         rt = self.runtime
         if messages is None:
@@ -75,20 +86,64 @@ class MemoryHooks:
                 rt.compress_now()
             messages = rt.messages()
         context = [*self.system, *messages]
-        if not self.static:
-            return context
         last_user = next(
             (i for i in range(len(context) - 1, -1, -1) if context[i].role == "user"), None
         )
-        if last_user is None:
-            return context
-        block = rt.format_for_injection(context[last_user].text, self.inject_max_tokens)
-        if block:
-            context.insert(last_user, Msg.user(block, actormem="long_term_memory"))
+        if self.static and last_user is not None:
+            block = rt.format_for_injection(context[last_user].text, self.inject_max_tokens)
+            if block:
+                context.insert(last_user, Msg.user(block, actormem="long_term_memory"))
+        working = _safe(rt.working_memory)
+        if working:
+            at = last_user if last_user is not None else len(context)
+            context.insert(at, Msg.user(working, actormem="working_memory"))
         return context
 
     def after_reply(self, turn: Sequence[Msg]) -> None:
-        """Record ``turn`` (STATIC_CONTROL / BOTH) and end the turn."""
+        """Record ``turn`` (STATIC_CONTROL / BOTH), log it (journal) and end the turn."""
         if self.static and turn:
             self.runtime.record(turn)
+        if self.log_turns:
+            log_messages(self.runtime, turn)
         self.runtime.on_turn_end()
+
+
+def _safe(fn: Any, *args: Any) -> Any:
+    """Call a journal function; a failure is logged, never raised into the agent's turn."""
+    try:
+        return fn(*args)
+    except Exception:
+        log.exception("hooks.journal_failed", call=getattr(fn, "__name__", "?"))
+        return None
+
+
+def log_messages(runtime: MemoryRuntime, msgs: Sequence[Msg]) -> None:
+    """Write messages to the runtime's activity log (nothing without a journal).
+
+    user text: USER_FEEDBACK; assistant text: THOUGHT; a tool call: TOOL_USE;
+    a tool result: TOOL_USE (ERROR when it is an error).  Injected blocks are skipped.
+    """
+    if runtime.journal is None:
+        return
+    for m in msgs:
+        for entry_type, text, meta in _entries(m):
+            _safe(functools.partial(runtime.log, entry_type, text, **meta))
+
+
+def _entries(m: Msg) -> list[tuple[str, str, dict[str, Any]]]:
+    if m.metadata.get("actormem") in ("long_term_memory", "working_memory"):
+        return []
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    text = m.text.strip()
+    if m.role == "user" and text:
+        out.append(("USER_FEEDBACK", text, {"msg_id": m.id}))
+    elif m.role == "assistant" and text:
+        out.append(("THOUGHT", text, {"msg_id": m.id}))
+    for call in m.tool_uses:
+        args = json.dumps(call.input, ensure_ascii=False, default=str)[:300]
+        out.append(("TOOL_USE", f"{call.name}({args})", {"tool": call.name, "call_id": call.id}))
+    for res in m.tool_results:
+        kind = "ERROR" if res.is_error else "TOOL_USE"
+        label = res.name or "tool"
+        out.append((kind, f"{label} -> {res.output}", {"tool": label, "call_id": res.tool_use_id}))
+    return out

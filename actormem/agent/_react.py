@@ -19,6 +19,14 @@ recorded in long-term memory (when there is a store), the status says what
 was in flight, what failed and what to do next, the session is saved, and
 the reply explains it.  An agent restarted from that session continues the
 interrupted task when the user says "continue".
+
+With a journal (``MemoryRuntime(journal=...)``) the agent also keeps NOW.md
+current -- the task and its next steps on start, each finished tool call as
+a ``done:`` step, ``done`` on completion, ``error`` with recovery steps on a
+failure -- and writes every user message, thought, tool call, tool result
+and error to the activity log.  A process killed mid-task and restarted
+without its session still finds the task in NOW.md: "continue" resumes it,
+and the model sees what was already done.
 """
 
 from __future__ import annotations
@@ -33,13 +41,14 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import structlog
 
-from actormem.agent._hooks import MemoryHooks
+from actormem.agent._hooks import MemoryHooks, log_messages
 from actormem.agent.tools import Tool, ToolRegistry
 from actormem.messages import Msg, ToolUseBlock
 from actormem.models.base import ChatModel, ModelError, ToolSpec
 from actormem.state import StateModule
 
 if TYPE_CHECKING:
+    from actormem.journal import NowStatus
     from actormem.runtime import MemoryRuntime
 
 __all__ = ["AgentStatus", "ReActAgent"]
@@ -128,7 +137,8 @@ class ReActAgent(StateModule):
         clash = self._memory_tools & set(self.registry.names())
         if clash:
             raise ValueError(f"tool name(s) {sorted(clash)} are reserved by the memory runtime")
-        self.hooks = MemoryHooks(memory, inject_max_tokens=inject_max_tokens)
+        self.hooks = MemoryHooks(memory, inject_max_tokens=inject_max_tokens, log_turns=False)
+        self._done: list[str] = []
 
     @property
     def component_name(self) -> str:
@@ -179,8 +189,15 @@ class ReActAgent(StateModule):
         user = Msg.user(msg) if isinstance(msg, str) else msg
         resuming = self._is_continue(user)
         if resuming:
-            task, task_id = self.status.task, self.status.task_msg_id
-            why = self.status.error or "the process stopped"
+            now = self._journal_now()
+            if self.status.state in ("in_flight", "error") and self.status.task:
+                task, task_id = self.status.task, self.status.task_msg_id
+                why = self.status.error or "the process stopped"
+            else:  # no session state: the task comes from NOW.md (the amnesia case)
+                assert now is not None
+                task, task_id = now.objective, ""
+                why = now.note or "the process stopped"
+            self._done = [s for s in (now.next_steps if now else ()) if s.startswith("done:")]
             note = Msg.user(
                 f"(The previous attempt at this task was interrupted: {why}. "
                 f"Continue the task: {task})",
@@ -188,10 +205,19 @@ class ReActAgent(StateModule):
             )
             self.memory.add(note)
             turn = [note]
+            self._update_now(
+                task,
+                [*self._done, "continue the task from the steps already done"],
+                note=f"resumed after: {why}",
+            )
+            self._log("SYSTEM", f"resuming the task after: {why}")
         else:
             self.memory.add(user)
             task, task_id = user.text, user.id
             turn = [user]
+            self._done = []
+            self._update_now(task, ["work out the answer, using tools as needed", "reply"])
+            self._log_msgs([user])
         self._set_status(
             state="in_flight",
             task=task,
@@ -205,11 +231,44 @@ class ReActAgent(StateModule):
         return self._loop(turn)
 
     def _is_continue(self, user: Msg) -> bool:
-        return (
-            self.status.state in ("in_flight", "error")
-            and bool(self.status.task)
-            and (user.text.strip().lower().rstrip(".!") in _CONTINUE)
-        )
+        if user.text.strip().lower().rstrip(".!") not in _CONTINUE:
+            return False
+        if self.status.state in ("in_flight", "error") and self.status.task:
+            return True
+        now = self._journal_now()
+        return now is not None and now.state in ("in_flight", "error") and bool(now.objective)
+
+    # -- journal (NOW and LOG); failures are logged, never raised into the turn ------------
+
+    def _journal_now(self) -> NowStatus | None:
+        if self.memory.journal is None:
+            return None
+        try:
+            return self.memory.now()
+        except Exception:
+            log.exception("agent.journal_failed", call="now")
+            return None
+
+    def _update_now(
+        self, objective: str, next_steps: Sequence[str], *, state: str = "in_flight", note: str = ""
+    ) -> None:
+        if self.memory.journal is None:
+            return
+        try:
+            self.memory.update_now(objective, next_steps, state=state, note=note)
+        except Exception:
+            log.exception("agent.journal_failed", call="update_now")
+
+    def _log(self, entry_type: str, text: str, **metadata: Any) -> None:
+        if self.memory.journal is None:
+            return
+        try:
+            self.memory.log(entry_type, text, agent=self.name, **metadata)
+        except Exception:
+            log.exception("agent.journal_failed", call="log")
+
+    def _log_msgs(self, msgs: Sequence[Msg]) -> None:
+        log_messages(self.memory, msgs)
 
     def _context(self) -> list[Msg]:
         return [Msg.system(self.sys_prompt), *self.hooks.before_reasoning()]
@@ -227,18 +286,35 @@ class ReActAgent(StateModule):
             out = msgspec.structs.replace(out, name=out.name or self.name)
             self.memory.add(out)
             turn.append(out)
+            self._log_msgs([out])
             if not out.tool_uses:
                 return self._finish(turn, out)
-            for result in self._run_tools(out.tool_uses):
+            results = self._run_tools(out.tool_uses)
+            for result in results:
                 self.memory.add(result)
                 turn.append(result)
+            self._log_msgs(results)
+            if self.memory.journal is not None:
+                self._note_done(out.tool_uses, results)
         final = Msg.assistant(
             f"I stopped after {self.max_iters} reasoning steps without a final answer.",
             name=self.name,
         )
         self.memory.add(final)
         turn.append(final)
+        self._log_msgs([final])
         return self._finish(turn, final)
+
+    def _note_done(self, calls: Sequence[ToolUseBlock], results: Sequence[Msg]) -> None:
+        """Each finished tool call becomes a ``done:`` step of NOW (what a restart skips)."""
+        for call, res in zip(calls, results, strict=False):
+            out = res.tool_results[0].output if res.tool_results else res.text
+            args = ", ".join(f"{k}={v!r}" for k, v in call.input.items())[:120]
+            self._done.append(f"done: {call.name}({args}) -> {' '.join(out.split())[:160]}")
+        self._update_now(
+            self.status.task,
+            [*self._done[-8:], "continue from these results to complete the task"],
+        )
 
     def _run_tools(self, calls: Sequence[ToolUseBlock]) -> list[Msg]:
         results = []
@@ -257,6 +333,12 @@ class ReActAgent(StateModule):
 
     def _finish(self, turn: list[Msg], final: Msg) -> Msg:
         self.hooks.after_reply(turn)
+        self._update_now(
+            self.status.task,
+            ["wait for the next request"],
+            state="done",
+            note=f"answered: {' '.join(final.text.split())[:200]}",
+        )
         self._set_status(state="idle", task="", task_msg_id="", next_step="")
         self._autosave()
         return final
@@ -265,6 +347,17 @@ class ReActAgent(StateModule):
         summary = f"{type(exc).__name__}: {exc}"
         tb = "".join(traceback.format_exception(exc, limit=3))[-1500:]
         log.error("agent.model_failed", agent=self.name, error=summary, task=self.status.task[:200])
+        self._log("ERROR", f"model call failed: {summary}", traceback=tb[-1000:])
+        self._update_now(
+            self.status.task,
+            [
+                *self._done[-8:],
+                "review the error in LOG.md",
+                "say 'continue' to retry once the model is reachable",
+            ],
+            state="error",
+            note=summary,
+        )
         self._set_status(
             state="error",
             error=summary,
