@@ -42,9 +42,13 @@ bench: $(STAMP) $(PEERS)/.stamp
 
 stress: $(STAMP)
 	ACTORMEM_STRESS=1 $(BIN)/pytest -q -m "stress or not stress" tests
+	$(BIN)/python -m benchmarks.bench_load
 
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q tests/reliability
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -q tests/reliability -k "fuzz or hostile or random"
+
+soak: $(STAMP)
+	$(BIN)/python -m benchmarks.soak --minutes $${SOAK_MINUTES:-10}
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

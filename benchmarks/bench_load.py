@@ -340,4 +340,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    _res = main()
+    if "shared_store" in _res:  # the parent run: fail when anything was lost or crossed
+        _bad = sum(_res[k]["lost"] + _res[k]["crossed"] for k in ("shared_store", "processes"))
+        raise SystemExit(1 if _bad else 0)

@@ -37,6 +37,9 @@ from actormem.store import (
     StoreError,
 )
 
+#: Examples of the tests that open a DuckDB file per example: fewer than the profile's.
+FEW = max(40, (settings.default.max_examples or 100) // 5)
+
 HOSTILE = [
     "'; DROP TABLE memories; --",
     '" OR 1=1 --',
@@ -142,7 +145,7 @@ def test_search_with_random_scopes_queries_and_filters(
         assert h.memory.content.startswith(_marker(h.memory.namespace))
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=FEW)
 @given(user=ids, other=ids, content=hostile_text)
 def test_hostile_content_and_namespaces_round_trip_and_stay_isolated(
     tmp_path_factory: pytest.TempPathFactory, user: str, other: str, content: str
@@ -235,7 +238,7 @@ def test_session_ids_never_leave_the_folder(
     assert path.name == f"{session_id}.json" and not path.name.startswith(".")
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40)
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=FEW)
 @given(name=hostile_text, suffix=st.sampled_from([".jsonl", ".parquet", ".txt", ""]))
 def test_export_paths_are_checked_and_leave_no_stray_files(
     seeded: DuckDBStore, tmp_path_factory: pytest.TempPathFactory, name: str, suffix: str
