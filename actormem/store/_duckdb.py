@@ -355,6 +355,7 @@ class DuckDBStore:
             self._check_embedder(on_embedder_mismatch, progress)
             self._index = MemoryIndex(self._dim)
             self._rebuild_index(progress)
+            self._keep_private()
         except BaseException:
             self._con.close()
             raise
@@ -392,6 +393,28 @@ class DuckDBStore:
         state = "closed" if self._closed else f"{len(self._index)} live memories"
         return f"DuckDBStore({self.path!r}, {state})"
 
+    def _keep_private(self) -> None:
+        """Make the database file and its WAL readable by their owner only.
+
+        DuckDB creates both with the process umask (usually 0644) and deletes
+        and re-creates the WAL at every checkpoint, so this runs after each
+        commit (one ``stat`` when nothing needs changing).
+        """
+        if self.path == ":memory:":
+            return
+        for p in (self.path, self.path + ".wal"):
+            try:
+                if os.stat(p).st_mode & 0o077:
+                    os.chmod(p, 0o600)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:  # pragma: no cover - e.g. a file owned by another user
+                log.warning("store.chmod_failed", path=p, error=str(exc))
+
+    def _commit_txn(self, cur: Any) -> None:
+        cur.execute("COMMIT")
+        self._keep_private()
+
     def close(self) -> None:
         """Flush access counters, stop the flusher and close the file (idempotent)."""
         if self._closed:
@@ -415,6 +438,7 @@ class DuckDBStore:
             with suppress(duckdb.Error):
                 self._wcur.close()
             self._con.close()
+        self._keep_private()
         log.info("store.closed", path=self.path)
 
     def _check_open(self) -> None:
@@ -475,7 +499,7 @@ class DuckDBStore:
             finally:
                 cur.unregister("_touch")
             if own_txn:
-                cur.execute("COMMIT")
+                self._commit_txn(cur)
         except BaseException:
             if own_txn:
                 with suppress(duckdb.Error):
@@ -509,7 +533,7 @@ class DuckDBStore:
                 self._wcur,
                 {"embedder_name": self._embedder.name, "embedder_dim": str(self._dim)},
             )
-            self._wcur.execute("COMMIT")
+            self._commit_txn(self._wcur)
             return
         if name == self._embedder.name and dim == self._dim:
             return
@@ -1097,7 +1121,7 @@ class DuckDBStore:
                 self._update_rows(cur, list(batch.changes.values()))
             if batch.history:
                 self._insert_history(cur, batch.history, now)
-            cur.execute("COMMIT")
+            self._commit_txn(cur)
         except BaseException as exc:
             with suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
@@ -1287,7 +1311,7 @@ class DuckDBStore:
                 cur.execute(f"DELETE FROM memories WHERE {where}", params)
                 for table in ("activity_log", "log_compactions", "journal_state"):
                     cur.execute(f"DELETE FROM {table} WHERE {where}", params)
-                cur.execute("COMMIT")
+                self._commit_txn(cur)
             except BaseException as exc:
                 with suppress(duckdb.Error):
                     cur.execute("ROLLBACK")
@@ -1736,7 +1760,7 @@ class DuckDBStore:
             try:
                 cur.execute("BEGIN TRANSACTION")
                 out = fn(cur)
-                cur.execute("COMMIT")
+                self._commit_txn(cur)
             except BaseException as exc:
                 with suppress(duckdb.Error):
                     cur.execute("ROLLBACK")
@@ -2132,7 +2156,9 @@ class DuckDBStore:
                 else:
                     writer.close()
             else:
-                with open(tmp, "wb") as fh:
+                with os.fdopen(
+                    os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb"
+                ) as fh:
                     for batch in reader:
                         for row in batch.to_pylist():
                             row["metadata"] = json.loads(row["metadata"]) if row["metadata"] else {}
@@ -2143,6 +2169,7 @@ class DuckDBStore:
                             progress(done, total)
                     fh.flush()
                     os.fsync(fh.fileno())
+            os.chmod(tmp, 0o600)  # memories are private: never the umask's 0644
             os.replace(tmp, target)
         finally:
             with suppress(FileNotFoundError):
@@ -2347,7 +2374,7 @@ class DuckDBStore:
                 if progress is not None:
                     progress(done, total)
             write_meta(cur, {"embedder_name": self._embedder.name, "embedder_dim": str(self._dim)})
-            cur.execute("COMMIT")
+            self._commit_txn(cur)
         except BaseException:
             with suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
@@ -2422,6 +2449,12 @@ def _check_path(
     target = Path(path).expanduser()
     if "\x00" in str(target):
         raise InvalidMemoryError("path contains a NUL byte")
+    try:
+        os.fsencode(target)
+    except UnicodeEncodeError:
+        raise InvalidMemoryError(
+            f"path {str(target)!r} cannot be encoded for the file system"
+        ) from None
     suffix = target.suffix.lower()
     fmt: Literal["parquet", "jsonl"]
     if suffix == ".parquet":

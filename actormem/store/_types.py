@@ -136,7 +136,7 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
                 continue
             if not isinstance(value, str):
                 raise NamespaceError(f"namespace {name} must be a str, got {type(value).__name__}")
-            if not _ID_RE.match(value):
+            if not _ID_RE.match(value) or not _utf8(value):
                 raise NamespaceError(
                     f"namespace {name} {value!r} must be 1-256 characters, no control characters"
                 )
@@ -225,6 +225,16 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidMemoryError(f"created_at must be a finite number: {self.created_at!r}")
         if self.id is not None and (not isinstance(self.id, str) or not _ID_RE.match(self.id)):
             raise InvalidMemoryError(f"id must be 1-256 printable characters: {self.id!r}")
+        for name, text in (("content", self.content), ("kind", self.kind), ("id", self.id or "")):
+            if not _utf8(text):
+                raise InvalidMemoryError(f"{name} is not valid Unicode text (a lone surrogate?)")
+        for name in ("tags", "source_ids"):
+            if not all(_utf8(t) for t in getattr(self, name)):
+                raise InvalidMemoryError(f"{name} hold text that is not valid Unicode")
+        try:
+            msgspec.json.encode(self.metadata)
+        except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as exc:
+            raise InvalidMemoryError(f"metadata cannot be stored as JSON: {exc}") from None
 
 
 class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -554,6 +564,17 @@ def check_importance(value: object) -> float:
     if not _finite_number(value) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
         raise InvalidMemoryError(f"importance must be a number in [0, 1], got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogates)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_str_tuple(name: str, value: object) -> tuple[str, ...]:

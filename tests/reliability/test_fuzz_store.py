@@ -158,8 +158,8 @@ def test_hostile_content_and_namespaces_round_trip_and_stay_isolated(
         store.add(ons, "the other namespace's secret")
         try:
             res = store.add(ns, content)
-        except (ValueError, StoreError, UnicodeError) as exc:
-            # refused: nothing changed (UnicodeError: store bug, see the xfail below)
+        except (ValueError, StoreError) as exc:
+            # refused: nothing changed (a clear InvalidMemoryError)
             assert store.count(ns) == 0, exc
             return
         assert store.get(ns, res.id) is not None
@@ -247,8 +247,8 @@ def test_export_paths_are_checked_and_leave_no_stray_files(
     target = os.path.join(d, name + suffix)
     try:
         rep = seeded.export(Namespace(user_id="alice"), target)
-    except (InvalidMemoryError, OSError, UnicodeError):
-        # refused (UnicodeError: store bug, see the xfail below); nothing left in the folder
+    except (InvalidMemoryError, OSError):
+        # refused (a clear InvalidMemoryError); nothing left in the folder
         leftovers = [p for p in d.rglob("*") if p.is_file()]
         assert not leftovers, leftovers
         return
@@ -259,25 +259,15 @@ def test_export_paths_are_checked_and_leave_no_stray_files(
         Path(rep.path).unlink()
 
 
-# -- store bugs found here (actormem/store is another engineer's; fixes described in the report) --
+# -- regressions: store bugs found by this suite, now fixed --
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: NewMemory.validate() lets lone surrogates through; add() then fails "
-    "with a raw UnicodeEncodeError from content_hash instead of InvalidMemoryError",
-)
 def test_store_refuses_lone_surrogates_with_a_clear_error(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(64))
     with store, pytest.raises(InvalidMemoryError, match="content"):
         store.add(Namespace(user_id="u"), "\ud800 lone")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: _check_path does not refuse paths that are not valid Unicode; export "
-    "raises a raw UnicodeEncodeError instead of InvalidMemoryError",
-)
 def test_export_refuses_an_unencodable_path(tmp_path: Path) -> None:
     with DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(64)) as store:
         store.add(Namespace(user_id="u"), "x")

@@ -6,7 +6,7 @@
 * Session ids cannot leave the sessions folder (also fuzzed in
   ``test_fuzz_store.py``).
 * Files that hold memory are readable by their owner only: session files
-  (0600) and -- xfail, store bug -- the DuckDB file, its WAL and exports.
+  (0600), and so are the DuckDB file, its WAL and exports.
 """
 
 from __future__ import annotations
@@ -154,11 +154,6 @@ def _modes(folder: Path) -> dict[str, int]:
     return {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir() if p.is_file()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: the DuckDB file and its .wal are created with the umask's mode (0644), "
-    "readable by every local user",
-)
 def test_the_duckdb_file_and_wal_are_private(tmp_path: Path) -> None:
     old = os.umask(0o022)
     try:
@@ -171,10 +166,6 @@ def test_the_duckdb_file_and_wal_are_private(tmp_path: Path) -> None:
     assert modes and all(m == 0o600 for m in modes.values()), {k: oct(v) for k, v in modes.items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: export() writes .jsonl/.parquet files with the umask's mode (0644)",
-)
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_exports_are_private(tmp_path: Path, suffix: str) -> None:
     old = os.umask(0o022)
