@@ -255,3 +255,23 @@ def test_reserved_tool_names_are_refused(tmp_path: Path) -> None:
         pytest.raises(ValueError, match="reserved"),
     ):
         ReActAgent("a", ScriptedModel([]), rt, tools=[context_reload])
+
+
+def test_both_mode_injects_and_offers_memory_tools(tmp_path: Path) -> None:
+    seen: list[tuple[Sequence[Msg], Sequence[ToolSpec] | None]] = []
+
+    def answer(messages: Sequence[Msg], tools: Sequence[ToolSpec] | None) -> str:
+        seen.append((messages, tools))
+        return "You prefer aisle seats."
+
+    with make_runtime(tmp_path, LongTermMemoryMode.BOTH) as rt:
+        assert rt.store is not None
+        rt.store.add(NS, "Ada prefers aisle seats on trains")
+        agent = ReActAgent("a", ScriptedModel(answer, cycle=True), rt)
+        agent.reply("Which seat do I like on trains?")
+        messages, tools = seen[0]
+        assert "aisle" in "\n".join(m.text for m in messages if "<long_term_memory>" in m.text)
+        names = {t["function"]["name"] for t in tools or ()}
+        assert {"record_to_memory", "retrieve_from_memory"} <= names
+        rt.flush()
+        assert any("Which seat" in h.memory.content for h in rt.retrieve("which seat trains", 10))
