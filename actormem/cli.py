@@ -141,6 +141,7 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
     ok = _demo_compression(console, folder)
     ok = _demo_long_term(console, folder) and ok
+    ok = _demo_journal(console, folder) and ok
     console.rule("done")
     return 0 if same and ok else 1
 
@@ -222,6 +223,100 @@ def _demo_long_term(console: Console, folder: Path) -> bool:
         and last[0] == "You live in Porto."
     )
     console.print(f"   recalled across restarts and corrected: [bold]{ok}[/bold]")
+    return ok
+
+
+def _show_file(
+    console: Console, path: Path, *, last: int | None = None, skip: str = "<!--"
+) -> None:
+    """Print a journal file, indented, without its header comment."""
+    lines = path.read_text().splitlines()
+    out, in_comment = [], False
+    for line in lines:
+        if line.lstrip().startswith(skip) or in_comment:
+            in_comment = "-->" not in line
+            continue
+        if line.strip():
+            out.append(line)
+    shown = out
+    if last is not None and len(out) > last + 1:
+        shown = [*out[:1], "…", *out[-last:]]
+    for line in shown:
+        console.print(f"     [dim]│[/dim] {line[:110]}", highlight=False, soft_wrap=True)
+
+
+def _demo_journal(console: Console, folder: Path) -> bool:
+    from actormem.agent import ReActAgent
+    from actormem.journal import JournalConfig
+    from actormem.models.scripted import ScriptedModel
+    from actormem.store import Namespace
+
+    console.print(
+        "\n[bold]7. Human-readable memory: NOW.md, LOG.md, the daily journal and a deep "
+        "dream into MEMORY.md.[/bold]"
+    )
+    ns = Namespace(user_id="ada", agent_id="demo")
+    config = JournalConfig(memory_dir=folder / "agents")
+    during: list[str] = []
+    with MemoryRuntime(
+        session_dir=folder, store=folder / "long_term.duckdb", namespace=ns, journal=config
+    ) as rt:
+
+        def get_weather(city: str) -> str:
+            """The weather forecast of a city.
+
+            Args:
+                city: the city.
+            """
+            during.append(rt.now().objective)
+            return f"{city} tomorrow: 17°C, breezy"
+
+        model = ScriptedModel(
+            [
+                Msg.tool_call("get_weather", {"city": "Porto"}),
+                "Pack a light jacket: 17°C and breezy in Porto.",
+            ]
+        )
+        agent = ReActAgent("demo", model, rt, tools=[get_weather])
+        question = "What should I pack for my trip to Porto?"
+        out = agent.reply(question)
+        console.print(f"   user> {question}\n   [bold]agent>[/bold] {out.text}", highlight=False)
+        rt.flush()
+        assert rt.journal is not None
+        folder_name = rt.journal.folder.relative_to(folder)
+        console.print(f"   while the tool ran, NOW.md said the objective was: {during[0]!r}")
+        console.print(f"   [bold]{folder_name}/NOW.md[/bold] after the turn:")
+        _show_file(console, rt.journal.path("NOW.md"))
+        console.print(
+            f"   [bold]{folder_name}/LOG.md[/bold] (typed entries, DuckDB is the record):"
+        )
+        _show_file(console, rt.journal.path("LOG.md"), last=5)
+        today = rt.journal.today()
+        console.print(
+            f"   [bold]{folder_name}/memory/{today}.md[/bold] (each line ends with its memory id):"
+        )
+        _show_file(console, rt.journal.day_path(today), last=4)
+        report = rt.dream()
+        console.print(
+            f"   deep dream: {report.changes} change(s) recorded in the store's history; "
+            f"[bold]{folder_name}/MEMORY.md[/bold]:"
+        )
+        _show_file(console, rt.journal.path("MEMORY.md"))
+        again = rt.dream()
+        console.print(
+            f"   a second dream on the same input is skipped: [bold]{again.skipped}[/bold]"
+        )
+        ok = (
+            during == [question]
+            and rt.now().state == "done"
+            and report.items > 0
+            and again.skipped
+            and "Porto" in rt.journal.path("MEMORY.md").read_text()
+        )
+    console.print(
+        "   [dim]try: actormem journal show --memory-dir "
+        f"{config.memory_dir} --user ada --agent demo[/dim]"
+    )
     return ok
 
 
@@ -477,6 +572,94 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+# -- journal and dream ---------------------------------------------------------------------------
+
+
+def _journal_folder(args: argparse.Namespace) -> Path:
+    from actormem.journal import namespace_folder
+    from actormem.store import Namespace
+
+    ns = Namespace(user_id=args.user, agent_id=args.agent, run_id=args.run)
+    return namespace_folder(args.memory_dir, ns)
+
+
+def cmd_journal(args: argparse.Namespace, console: Console) -> int:
+    """Read the agent's files (they are plain views: no database lock is taken)."""
+    from actormem.journal import day_name, parse_memory_md, parse_now
+
+    folder = _journal_folder(args)
+    if not folder.is_dir():
+        raise _UsageError(f"no journal folder {folder} (check --memory-dir, --user and --agent)")
+    what = dt.date.today().isoformat() if args.action == "today" else args.what or "overview"
+    files = {"now": "NOW.md", "log": "LOG.md", "memory": "MEMORY.md", "dreams": "DREAMS.md"}
+    if what in files:
+        path = folder / files[what]
+    elif what == "overview":
+        days = sorted(p.stem for p in (folder / "memory").glob("*.md"))
+        now = parse_now((folder / "NOW.md").read_text()) if (folder / "NOW.md").exists() else None
+        memory = (
+            parse_memory_md((folder / "MEMORY.md").read_text())
+            if (folder / "MEMORY.md").exists()
+            else []
+        )
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "folder": str(folder),
+                        "now": msgspec.to_builtins(now) if now else None,
+                        "days": days,
+                        "memory_items": len(memory),
+                    }
+                )
+            )
+            return 0
+        console.print(f"[bold]{folder}[/bold]")
+        if now is not None:
+            console.print(f"NOW ({now.state}): {now.objective or '(none)'}")
+            for i, step in enumerate(now.next_steps, 1):
+                console.print(f"  {i}. {step}", highlight=False)
+        console.print(f"journal days: {', '.join(days[-7:]) or 'none'}")
+        console.print(f"MEMORY.md: {len(memory)} item(s)")
+        return 0
+    else:
+        path = folder / "memory" / f"{day_name(what)}.md"
+    if not path.is_file():
+        raise _UsageError(f"no {path.name} in {folder}")
+    text = path.read_text()
+    if args.json:
+        print(json.dumps({"path": str(path), "text": text}))
+    else:
+        console.print(text, highlight=False, markup=False)
+    return 0
+
+
+def cmd_dream(args: argparse.Namespace, console: Console) -> int:
+    """Run one deep dream on a store (the agent must not be running: DuckDB has one writer)."""
+    from actormem.journal import Journal, JournalConfig
+    from actormem.store import DuckDBStore, Namespace
+
+    if not Path(args.db).exists():
+        raise _UsageError(f"no memory store at {args.db} (pass --db PATH)")
+    ns = Namespace(user_id=args.user, agent_id=args.agent, run_id=args.run)
+    config = JournalConfig(memory_dir=args.memory_dir)
+    with DuckDBStore(args.db) as store:
+        journal = Journal(store, ns, config, args.memory_dir)
+        report = journal.dream(args.lookback, force=args.force)
+    if args.json:
+        print(json.dumps(msgspec.to_builtins(report)))
+        return 0
+    if report.skipped:
+        console.print(f"nothing new since the last dream; {report.path} is unchanged")
+        return 0
+    console.print(
+        f"dream ({report.dreamer}): {report.changes} change(s) — {len(report.promoted)} promoted, "
+        f"{len(report.dropped)} dropped, {len(report.merged)} merged; "
+        f"MEMORY.md holds {report.items} item(s)\n{report.path}"
+    )
+    return 0
+
+
 # -- chat -------------------------------------------------------------------------------------
 
 
@@ -567,6 +750,36 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--yes", action="store_true", help="forget: confirm")
     m.add_argument("--json", action="store_true", help="JSON output")
     m.set_defaults(func=cmd_memories)
+
+    def namespace_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument(
+            "--memory-dir",
+            default=str(Path(DEFAULT_SESSIONS_DIR) / "memory"),
+            help="root of the agents' folders (default: sessions/memory)",
+        )
+        q.add_argument("--user", default="default", help="namespace: user id (default: default)")
+        q.add_argument("--agent", default="agent", help="namespace: agent id (default: agent)")
+        q.add_argument("--run", help="namespace: run id")
+        q.add_argument("--json", action="store_true", help="JSON output")
+
+    j = sub.add_parser("journal", help="read an agent's NOW, LOG, daily journal and MEMORY files")
+    j.add_argument("action", choices=["show", "today"])
+    j.add_argument(
+        "what",
+        nargs="?",
+        help="show: now, log, memory, dreams or a day YYYY-MM-DD (default: an overview)",
+    )
+    namespace_args(j)
+    j.set_defaults(func=cmd_journal)
+
+    dr = sub.add_parser("dream", help="deep dream: consolidate memory and rewrite MEMORY.md")
+    dr.add_argument(
+        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
+    )
+    dr.add_argument("--lookback", type=int, default=None, help="journal days to read (default 7)")
+    dr.add_argument("--force", action="store_true", help="dream even if nothing changed")
+    namespace_args(dr)
+    dr.set_defaults(func=cmd_dream)
 
     c = sub.add_parser(
         "chat", help="chat with a memory-backed agent on any OpenAI-compatible server"

@@ -16,7 +16,7 @@ the runtime, the store and the recorder, with DuckDB as the record::
 from __future__ import annotations
 
 from actormem.journal._config import JournalConfig
-from actormem.journal._dream import CORE_TAG, PINNED_TAG, DreamReport
+from actormem.journal._dream import CORE_TAG, DISMISSED_TAG, PINNED_TAG, DreamReport
 from actormem.journal._format import (
     ENTRY_TYPES,
     NOW_STATES,
@@ -38,11 +38,12 @@ from actormem.journal._journal import (
     Journal,
     JournalStore,
 )
-from actormem.journal._paths import JournalPathError, namespace_folder, segment
+from actormem.journal._paths import JournalPathError, day_name, namespace_folder, segment
 
 __all__ = [
     "CORE_TAG",
     "DAYS_DIR",
+    "DISMISSED_TAG",
     "DREAMS_FILE",
     "ENTRY_TYPES",
     "JOURNAL",
@@ -58,6 +59,7 @@ __all__ = [
     "JournalStore",
     "MemoryItem",
     "NowStatus",
+    "day_name",
     "namespace_folder",
     "parse_journal_ids",
     "parse_memory_md",

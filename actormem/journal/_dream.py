@@ -53,7 +53,15 @@ from actormem.store import MemoryRecord, NewMemory, relevance
 if TYPE_CHECKING:
     from actormem.journal._journal import Journal
 
-__all__ = ["CORE_TAG", "PINNED_TAG", "DreamReport", "import_memory_md", "run_dream"]
+__all__ = [
+    "CORE_TAG",
+    "DISMISSED_TAG",
+    "PINNED_TAG",
+    "DreamReport",
+    "dream_due",
+    "import_memory_md",
+    "run_dream",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +69,8 @@ log = structlog.get_logger(__name__)
 CORE_TAG: Final = "core"
 #: Tag of memories a person wrote or edited in MEMORY.md (always kept).
 PINNED_TAG: Final = "pinned"
+#: Tag of memories a person removed from MEMORY.md (dreams leave them out).
+DISMISSED_TAG: Final = "dismissed"
 _MEMORY_FILE: Final = "MEMORY.md"
 _DREAMS_FILE: Final = "DREAMS.md"
 _ALL: Final = 100_000
@@ -150,7 +160,7 @@ def import_memory_md(journal: Journal) -> tuple[list[str], list[str], list[str],
     for item in items:
         rec = store.get(ns, item.memory_id) if item.memory_id else None
         if rec is not None and rec.alive:
-            tags = _with_tags(rec, (CORE_TAG, PINNED_TAG))
+            tags = _with_tags(rec, (CORE_TAG, PINNED_TAG), remove=(DISMISSED_TAG,))
             if clip(rec.content, 2_000) != item.text:
                 store.update(ns, rec.id, content=item.text, tags=tags, reason=reason)
                 rewritten.append(rec.id)
@@ -175,7 +185,7 @@ def import_memory_md(journal: Journal) -> tuple[list[str], list[str], list[str],
                 store.update(
                     ns,
                     res.id,
-                    tags=_with_tags(survivor, (CORE_TAG, PINNED_TAG)),
+                    tags=_with_tags(survivor, (CORE_TAG, PINNED_TAG), remove=(DISMISSED_TAG,)),
                     reason=f"{reason}: pinned",
                 )
         created.append(res.id)
@@ -187,7 +197,7 @@ def import_memory_md(journal: Journal) -> tuple[list[str], list[str], list[str],
             store.update(
                 ns,
                 rec.id,
-                tags=_with_tags(rec, remove=(CORE_TAG, PINNED_TAG)),
+                tags=_with_tags(rec, (DISMISSED_TAG,), remove=(CORE_TAG, PINNED_TAG)),
                 reason=f"{reason}: line removed",
             )
             dropped.append(rec.id)
@@ -216,7 +226,9 @@ def _rank(
     journal: Journal, live: Sequence[MemoryRecord], mentioned: set[str], now: float
 ) -> list[MemoryRecord]:
     kinds = set(journal.config.dream_kinds)
-    pool = [r for r in live if r.kind in kinds or PINNED_TAG in r.tags]
+    pool = [
+        r for r in live if (r.kind in kinds or PINNED_TAG in r.tags) and DISMISSED_TAG not in r.tags
+    ]
     if not pool:
         return []
     scores = relevance(
@@ -244,7 +256,9 @@ def _model_items(
     assert journal.model is not None
     n = journal.config.memory_max_items
     kinds = set(journal.config.dream_kinds)
-    cands = [r for r in live if r.kind in kinds or CORE_TAG in r.tags][:400]
+    cands = [
+        r for r in live if (r.kind in kinds or CORE_TAG in r.tags) and DISMISSED_TAG not in r.tags
+    ][:400]
     current = read_text(journal.path(_MEMORY_FILE)) or "(empty)"
     journal_text = "\n\n".join(day_texts[d] for d in sorted(day_texts))[-12_000:]
     user = (
