@@ -191,6 +191,7 @@ class Journal(StateModule):
         self._lock = threading.RLock()
         self._counter = EstimateTokenCounter()
         self._summarizer: Summarizer = self._make_summarizer(model)
+        self._count_lock = threading.Lock()  # never held while writing: accept() runs on actors
         self._queued = 0
         self._handled = 0
         self._days: dict[str, set[str]] = {}
@@ -597,7 +598,7 @@ class Journal(StateModule):
     def accept(self, event: Event) -> bool:
         """Event filter for the bus: counts what the journal will have to write."""
         if isinstance(event, MemoryRecorded) and event.ids:
-            with self._lock:
+            with self._count_lock:
                 self._queued += 1
             return True
         return False
@@ -609,14 +610,14 @@ class Journal(StateModule):
                 with self._lock:
                     self._journal_records(event.ids, event.ts)
         finally:
-            with self._lock:
+            with self._count_lock:
                 self._handled += 1
 
     def sync(self, timeout: float = 10.0) -> bool:
         """Wait until every accepted event was written; False on timeout."""
         end = time.monotonic() + timeout
         while True:
-            with self._lock:
+            with self._count_lock:
                 if self._handled >= self._queued:
                     return True
             if time.monotonic() >= end:
