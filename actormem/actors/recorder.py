@@ -384,8 +384,9 @@ class RecorderActor(SupervisedActor):
                 RecordingFailed(source=RECORDER, error=repr(exc), turns=n, action="not recorded")
             )
             return
-        self._tracker.done(n)
         ms = (time.perf_counter() - t0) * 1e3
+        # Publish before marking the turns done: a flush() that returns has then
+        # already handed the ids to subscribers (the journal waits on its queue).
         self._publish(
             MemoryRecorded(
                 source=RECORDER,
@@ -398,6 +399,7 @@ class RecorderActor(SupervisedActor):
                 duration_ms=ms,
             )
         )
+        self._tracker.done(n)
         log.debug("recorder.batch", turns=n, ms=round(ms, 2), added=out.added)
 
     def _record_batch(self, turns: tuple[RecordTurn, ...]) -> _Outcome:
