@@ -497,6 +497,8 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
 
     if args.action != "import" and not Path(args.db).exists():
         raise _UsageError(f"no memory store at {args.db} (pass --db PATH)")
+    if args.action == "reembed":
+        return _reembed(args, console)
     ns = _namespace(args)
     with DuckDBStore(args.db) as store:
         if args.action == "search":
@@ -660,6 +662,34 @@ def cmd_dream(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _reembed(args: argparse.Namespace, console: Console) -> int:
+    """Rebuild every vector with the bundled embedder (after a model change)."""
+    from actormem.store import DuckDBStore, EmbedderMismatchError
+
+    progress, update = _progress_bar(console, "re-embedding")
+    with progress:
+        try:
+            store = DuckDBStore(args.db)
+        except EmbedderMismatchError as exc:
+            if not args.json:
+                console.print(f"[dim]{exc}: switching the store to the bundled embedder[/dim]")
+            with DuckDBStore(args.db, on_embedder_mismatch="reembed", progress=update) as store:
+                rep = store.last_reembed
+        else:
+            with store:
+                rep = store.reembed(progress=update)
+    assert rep is not None
+    result = msgspec.to_builtins(rep)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        console.print(
+            f"re-embedded {result['memories']} memories with {result['embedder']} "
+            f"({result['dim']} dimensions)"
+        )
+    return 0
+
+
 # -- chat -------------------------------------------------------------------------------------
 
 
@@ -736,7 +766,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_sessions)
 
     m = sub.add_parser("memories", help="search and analyse a long-term memory store (DuckDB)")
-    m.add_argument("action", choices=["search", "stats", "timeline", "export", "import", "forget"])
+    m.add_argument(
+        "action", choices=["search", "stats", "timeline", "export", "import", "forget", "reembed"]
+    )
     m.add_argument("query", nargs="?", help="search: the query")
     m.add_argument(
         "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"

@@ -94,3 +94,22 @@ def test_memories_commands_over_a_duckdb_file(tmp_path: Path) -> None:
     assert r.returncode == 2 and "no memory store" in r.stderr
     r = run("memories", "stats", "--db", str(db))
     assert r.returncode == 2 and "--user" in r.stderr
+
+
+def test_memories_reembed_switches_a_store_to_the_bundled_embedder(tmp_path: Path) -> None:
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, Namespace
+
+    db = tmp_path / "mem.duckdb"
+    with DuckDBStore(db, embedder=HashEmbedder(32)) as store:
+        store.add(Namespace(user_id="ada"), "Ada keeps her bicycle in the garden shed")
+    r = run("memories", "search", "bicycle", "--db", str(db), "--user", "ada")
+    assert r.returncode == 2 and "embedder" in r.stderr  # the mismatch is reported clearly
+    r = run("memories", "reembed", "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["memories"] == 1 and rep["dim"] == 256 and rep["previous_dim"] == 32
+    r = run("memories", "search", "where is the bike", "--db", str(db), "--user", "ada", "--json")
+    assert r.returncode == 0 and "bicycle" in json.loads(r.stdout)[0]["memory"]["content"]
+    r = run("memories", "reembed", "--db", str(db), "--json")  # same embedder: a plain rebuild
+    assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1])["memories"] == 1

@@ -352,6 +352,8 @@ class DuckDBStore:
             # every few batches and cut batched ingest by a factor of two.
             self._wcur.execute(f"SET checkpoint_threshold = '{checkpoint_mb}MB'")
             ensure_schema(self._wcur, self._dim, self.path)
+            #: The report of the re-embedding done on open (on_embedder_mismatch="reembed").
+            self.last_reembed: ReembedReport | None = None
             self._check_embedder(on_embedder_mismatch, progress)
             self._index = MemoryIndex(self._dim)
             self._rebuild_index(progress)
@@ -543,7 +545,7 @@ class DuckDBStore:
                 f"with {self._embedder.name!r} ({self._dim}-d). Open it with the old embedder, "
                 "or pass on_embedder_mismatch='reembed' to rebuild every vector"
             )
-        self._reembed(name, dim, progress)
+        self.last_reembed = self._reembed(name, dim, progress)
 
     def _column_dim(self) -> int | None:
         row = self._wcur.execute(
