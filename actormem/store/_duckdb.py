@@ -1496,15 +1496,18 @@ class DuckDBStore:
         terms = tokenize(query)
         qvec = self._embed([_query_text(query)])[0] if mode != "keyword" and query.strip() else None
         now = self._clock()
-        scored = self._index.search(
-            scope, terms, qvec, limit, filters, cfg, mode, now, self._weights
-        )
-        if not scored:
-            return []
-        rows = [s.row for s in scored]
-        if touch:
-            self._index.touch(rows, now)
-        records = self._index.records(rows)
+        # Row numbers are only valid until the next compaction of the index (a
+        # write on another thread): score, touch and read the records under one lock.
+        with self._index.lock:
+            scored = self._index.search(
+                scope, terms, qvec, limit, filters, cfg, mode, now, self._weights
+            )
+            if not scored:
+                return []
+            rows = [s.row for s in scored]
+            if touch:
+                self._index.touch(rows, now)
+            records = self._index.records(rows)
         if touch:
             with self._touch_lock:
                 for rec in records:

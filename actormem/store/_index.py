@@ -391,6 +391,11 @@ class MemoryIndex:
             if row is not None:
                 self._access[row] += delta
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The index's re-entrant lock: hold it to keep row numbers stable across calls."""
+        return self._lock
+
     def touch(self, rows: Sequence[int] | I64, now: float) -> None:
         """Count one retrieval of each row at time ``now``."""
         with self._lock:

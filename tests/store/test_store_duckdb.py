@@ -7,6 +7,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -259,3 +260,37 @@ def test_reembed_with_rich_progress(tmp_path: Path) -> None:
         assert report.memories == 3
         assert report.previous_embedder == report.embedder == "hash-64"
         assert store.search("two", NS, mode="keyword")[0].memory.content == "two"
+
+
+def test_search_rows_stay_valid_when_a_concurrent_write_compacts_the_index(
+    tmp_path: Path,
+) -> None:
+    """Regression: a write that compacted the index between scoring and reading the
+    records renumbered the rows, and an alice-scoped search returned bob's memories."""
+    store = DuckDBStore(
+        tmp_path / "m.duckdb",
+        embedder=HashEmbedder(16),
+        near_duplicate_threshold=None,
+        touch_flush_interval=None,
+    )
+    alice, bob = Namespace(user_id="alice"), Namespace(user_id="bob")
+    ra = store.add_many(alice, [f"alice note {i}" for i in range(3000)], dedup=False)
+    store.add_many(bob, [f"bob secret number {i}" for i in range(4100)], dedup=False)
+    junk = Namespace(user_id="junk")
+    store.add_many(junk, [f"junk {i}" for i in range(2990)], dedup=False)
+    store.forget(junk)  # 2,990 of 10,090 rows dead: just under the compaction trigger (30%)
+    assert store._index.dead_fraction < 0.3
+    victims = [r.id for r in ra[:60]]
+    writer = threading.Thread(target=lambda: [store.delete(alice, m) for m in victims])
+    original = store._index.touch
+
+    def touch_while_another_thread_writes(rows: Any, now: float) -> None:
+        writer.start()  # these deletes push the dead fraction over the compaction trigger
+        writer.join(timeout=1.0)
+        original(rows, now)
+
+    store._index.touch = touch_while_another_thread_writes  # type: ignore[method-assign]
+    hits = store.search("alice note 2999", alice, limit=5)
+    writer.join()
+    assert hits and all(h.memory.namespace.user_id == "alice" for h in hits)
+    store.close()
