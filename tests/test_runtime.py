@@ -359,3 +359,30 @@ def test_async_twins_and_context_manager(tmp_path: Path) -> None:
             assert [m.text for m in await rt.amessages()] == ["2"]
 
     asyncio.run(main())
+
+
+def test_senders_never_see_a_dead_actor_while_it_restarts(tmp_path: Path) -> None:
+    """Regression: pykka marks a failed actor stopped before on_failure runs; adds sent
+    in that window raised ActorUnavailableError although a replacement was coming."""
+    errors: list[str] = []
+    stop = threading.Event()
+    with MemoryRuntime(session_dir=tmp_path, max_restarts=10_000) as rt:
+
+        def adder() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    rt.add(Msg.user(f"m{i}"))
+                    i += 1
+                except ActorUnavailableError as exc:
+                    errors.append(str(exc))
+
+        t = threading.Thread(target=adder)
+        t.start()
+        for _ in range(60):
+            rt._stm.tell(object())  # a command whose handler raises
+            rt.size()
+        stop.set()
+        t.join()
+        assert rt.restart_count == 120  # each failure redelivered once, then dropped
+    assert errors == []

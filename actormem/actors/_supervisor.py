@@ -73,6 +73,7 @@ class SupervisedActor(pykka.ThreadingActor):
         super().__init__()
         self._supervisor = supervisor
         self._current: Any = None
+        self._replaced = False
 
     def handle(self, cmd: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -89,7 +90,15 @@ class SupervisedActor(pykka.ThreadingActor):
                 message.reply.set_exception(exc)
             return None
         self._current = message
-        self.handle(message)
+        try:
+            self.handle(message)
+        except Exception as exc:
+            # Restart now, while this actor still counts as alive: senders never
+            # see a dead reference in the window before pykka's own on_failure.
+            if self._supervisor is not None:
+                self._supervisor.restart(self, exc, message)
+                self._replaced = True
+            raise
         self._current = None
         return None
 
@@ -99,7 +108,7 @@ class SupervisedActor(pykka.ThreadingActor):
         exception_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._supervisor is not None:
+        if self._supervisor is not None and not self._replaced:
             self._supervisor.restart(self, exception_value, self._current)
 
 
@@ -179,10 +188,21 @@ class Supervisor:
                 ref.stop(block=True, timeout=timeout)
 
     def restart(self, old: SupervisedActor, error: BaseException | None, failed_cmd: Any) -> None:
-        """Replace ``old`` (called on its thread from ``on_failure``)."""
+        """Replace ``old`` (called on its thread when a command fails)."""
         with self._lock:
-            if self._ref is None or self._ref.actor_urn != old.actor_urn:
-                return  # stopped meanwhile, or already replaced
+            if self._ref is None:
+                # Stopped meanwhile: answer the requests still queued (nobody would),
+                # leave the rest (pykka's stop message) to the actor's teardown.
+                for env in _drain(old.actor_inbox):
+                    if isinstance(env.message, Request):
+                        env.message.reply.set_exception(
+                            ActorUnavailableError(self._why_unavailable())
+                        )
+                    else:
+                        old.actor_inbox.put(env)
+                return
+            if self._ref.actor_urn != old.actor_urn:
+                return  # already replaced
             now = time.monotonic()
             self._restarts.append(now)
             while self._restarts and now - self._restarts[0] > self._window:
