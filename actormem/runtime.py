@@ -93,6 +93,7 @@ from actormem.journal import DreamReport, Journal, JournalConfig, NowStatus
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
 from actormem.models.base import ChatModel, Embedder, ToolSpec
 from actormem.recorder import (
+    FACTS_SUFFIX,
     RECORD_TOOL,
     RETRIEVE_TOOL,
     FleetingMemory,
@@ -1148,6 +1149,13 @@ def _long_term_args(
     """Check the long-term arguments; return the mode (None: off), config and namespace."""
     if namespace is not None and not isinstance(namespace, Namespace):
         raise TypeError(f"namespace must be an actormem.store.Namespace, got {type(namespace)}")
+    if namespace is not None:
+        for field, value in namespace.items():
+            if "#" in value:
+                raise ValueError(
+                    f"namespace {field} {value!r}: '#' is reserved (keyed facts live in "
+                    f"'<id>{FACTS_SUFFIX}' namespaces, which no runtime may read as its own)"
+                )
     if recorder is not None and not isinstance(recorder, RecorderConfig):
         raise TypeError(f"recorder must be a RecorderConfig, got {type(recorder).__name__}")
     if embedder is not None and not isinstance(embedder, Embedder):

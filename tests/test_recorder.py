@@ -588,3 +588,33 @@ def test_async_twins(make_rt: Callable[..., MemoryRuntime]) -> None:
         assert (await rt.aon_session_end())["messages"] == 0
 
     asyncio.run(main())
+
+
+def test_keyed_facts_of_another_namespace_cannot_be_read_through_a_hash_id(tmp_path: Path) -> None:
+    """Regression: Namespace(user_id="alice#facts") read alice's keyed facts."""
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, Namespace
+
+    with (
+        DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(32)) as store,
+        pytest.raises(ValueError, match="'#' is reserved"),
+    ):
+        MemoryRuntime(session_dir=tmp_path, store=store, namespace=Namespace(user_id="a#facts"))
+
+
+def test_two_runtimes_sharing_a_store_agree_on_keyed_facts(tmp_path: Path) -> None:
+    """Regression: a runtime whose fact cache predated another's save added a second row."""
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, Namespace
+
+    ns = Namespace(user_id="ada")
+    with DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(32)) as store:
+        a = MemoryRuntime(session_dir=tmp_path / "a", store=store, namespace=ns)
+        b = MemoryRuntime(session_dir=tmp_path / "b", store=store, namespace=ns)
+        assert a.get_fact("plan") is None and b.get_fact("plan") is None  # both cached
+        a.save_fact("plan", "free")
+        b.save_fact("plan", "enterprise")
+        assert a.get_fact("plan") == b.get_fact("plan") == "enterprise"
+        assert len(a.facts.items()) == 1
+        a.close()
+        b.close()

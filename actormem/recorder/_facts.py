@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import builtins
 import threading
-from typing import Final
+import weakref
+from typing import Any, Final
 
 import msgspec
 import structlog
@@ -74,6 +75,10 @@ def _check_unicode(name: str, value: str) -> None:
         ) from None
 
 
+_LOCKS_GUARD: Final = threading.Lock()
+_STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+
+
 class KeyedFacts:
     """Exact facts by key on top of a :class:`~actormem.store.MemoryStore`.
 
@@ -88,8 +93,23 @@ class KeyedFacts:
     def __init__(self, store: MemoryStore, namespace: Namespace) -> None:
         self._store = store
         self.namespace = facts_namespace(namespace)
-        self._lock = threading.Lock()
+        # One lock per store, shared by every runtime of this process that uses it,
+        # so two runtimes saving the same new key cannot both add it.
+        with _LOCKS_GUARD:
+            self._lock = _STORE_LOCKS.setdefault(store, threading.RLock())
         self._ids: dict[str, str] | None = None
+
+    def _live_id(self, key: str) -> str | None:
+        """The id of ``key``'s live memory; re-reads the store on a miss (another
+        runtime sharing the store may have saved it since this one looked)."""
+        mid = self._index().get(key)
+        if mid is not None and self._store.get(self.namespace, mid) is not None:
+            return mid
+        self._ids = None
+        mid = self._index().get(key)
+        if mid is not None and self._store.get(self.namespace, mid) is not None:
+            return mid
+        return None
 
     def _index(self) -> dict[str, str]:
         if self._ids is None:
@@ -125,9 +145,8 @@ class KeyedFacts:
         meta = {"key": key, "value": value, "category": category}
         tags = ("keyed", f"key:{key}", f"category:{category}")
         with self._lock:
-            ids = self._index()
-            mid = ids.get(key)
-            if mid is not None and self._store.get(self.namespace, mid) is not None:
+            mid = self._live_id(key)
+            if mid is not None:
                 return self._store.update(
                     self.namespace,
                     mid,
@@ -140,7 +159,7 @@ class KeyedFacts:
                 content=content, kind=KEYED_KIND, importance=1.0, tags=tags, metadata=meta
             )
             result = self._store.add_many(self.namespace, [item], dedup=False)[0]
-            ids[key] = result.id
+            self._index()[key] = result.id
             return result
 
     def get(self, key: str) -> str | None:
@@ -151,14 +170,9 @@ class KeyedFacts:
         """
         key = _check("key", key, _MAX_KEY)
         with self._lock:
-            mid = self._index().get(key)
-        if mid is None:
-            return None
-        rec = self._store.get(self.namespace, mid)
-        if rec is None:  # deleted behind our back: forget the stale index entry
-            with self._lock:
-                if self._ids is not None and self._ids.get(key) == mid:
-                    del self._ids[key]
+            mid = self._live_id(key)
+            rec = self._store.get(self.namespace, mid) if mid is not None else None
+        if rec is None:
             return None
         value = rec.metadata.get("value")
         return value if isinstance(value, str) else None
@@ -167,9 +181,10 @@ class KeyedFacts:
         """Forget ``key`` (soft delete with a history row); False if it was not set."""
         key = _check("key", key, _MAX_KEY)
         with self._lock:
-            mid = self._index().pop(key, None)
-            if mid is None or self._store.get(self.namespace, mid) is None:
+            mid = self._live_id(key)
+            if mid is None:
                 return False
+            self._index().pop(key, None)
             self._store.delete(self.namespace, mid, reason=f"delete_fact({key!r})")
             return True
 
