@@ -814,7 +814,19 @@ class DuckDBStore:
                 results[i] = WriteResult(id=rec.id, op="ADD")
             return [r for r in results if r is not None]
         if self._near is not None and batch.inserts:
+            planned = {i: r.id for i, r in enumerate(results) if r is not None and r.op == "ADD"}
             self._near_duplicates(ns, key, batch, results, now)
+            # An exact duplicate later in the batch points at an earlier insert; if
+            # that insert was then merged away, point it at the survivor instead.
+            redirect = {
+                mid: r.id for i, mid in planned.items() if (r := results[i]) and r.id != mid
+            }
+            for i, r in enumerate(results):
+                if r is not None and r.id in redirect:
+                    survivor = r.id
+                    while survivor in redirect:
+                        survivor = redirect[survivor]
+                    results[i] = msgspec.structs.replace(r, id=survivor)
         merges = batch.history
         batch.history = []
         for rec, _ in batch.inserts:

@@ -294,3 +294,15 @@ def test_search_rows_stay_valid_when_a_concurrent_write_compacts_the_index(
     writer.join()
     assert hits and all(h.memory.namespace.user_id == "alice" for h in hits)
     store.close()
+
+
+def test_every_id_add_many_returns_exists(tmp_path: Path) -> None:
+    """Regression: an exact duplicate pointing at an earlier insert that a near-duplicate
+    merge then dropped returned an id that was never stored."""
+    with DuckDBStore(tmp_path / "m.duckdb", embedder=WordLlamaEmbedder()) as store:
+        ns = Namespace(user_id="u")
+        res = store.add_many(
+            ns, ["User likes green tea", "User likes green tea.", "user likes  GREEN tea."]
+        )
+        assert all(store.get(ns, r.id) is not None for r in res)
+        assert len({r.id for r in res}) == store.count(ns)
