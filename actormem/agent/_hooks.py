@@ -90,7 +90,8 @@ class MemoryHooks:
             (i for i in range(len(context) - 1, -1, -1) if context[i].role == "user"), None
         )
         if self.static and last_user is not None:
-            block = rt.format_for_injection(context[last_user].text, self.inject_max_tokens)
+            # A failing store or embedder degrades to no long-term block (logged).
+            block = _safe(rt.format_for_injection, context[last_user].text, self.inject_max_tokens)
             if block:
                 context.insert(last_user, Msg.user(block, actormem="long_term_memory"))
         working = _safe(rt.working_memory)
@@ -109,11 +110,11 @@ class MemoryHooks:
 
 
 def _safe(fn: Any, *args: Any) -> Any:
-    """Call a journal function; a failure is logged, never raised into the agent's turn."""
+    """Call a memory function; a failure is logged, never raised into the agent's turn."""
     try:
         return fn(*args)
     except Exception:
-        log.exception("hooks.journal_failed", call=getattr(fn, "__name__", "?"))
+        log.exception("hooks.memory_call_failed", call=getattr(fn, "__name__", "?"))
         return None
 
 

@@ -44,7 +44,7 @@ import structlog
 from actormem.agent._hooks import MemoryHooks, log_messages
 from actormem.agent.tools import Tool, ToolRegistry
 from actormem.messages import Msg, ToolUseBlock
-from actormem.models.base import ChatModel, ModelError, ToolSpec
+from actormem.models.base import ChatModel, ToolSpec
 from actormem.state import StateModule
 
 if TYPE_CHECKING:
@@ -277,11 +277,10 @@ class ReActAgent(StateModule):
         specs = self.tool_specs()
         for iteration in range(1, self.max_iters + 1):
             self._set_status(iteration=iteration)
+            context = self._context()
             try:
-                out = self.model.chat(
-                    self._context(), tools=specs or None, timeout=self.model_timeout
-                )
-            except (ModelError, TimeoutError, OSError) as exc:
+                out = self.model.chat(context, tools=specs or None, timeout=self.model_timeout)
+            except Exception as exc:  # any model failure: anneal, never a traceback
                 return self._anneal(exc, turn)
             out = msgspec.structs.replace(out, name=out.name or self.name)
             self.memory.add(out)
@@ -323,7 +322,8 @@ class ReActAgent(StateModule):
                 try:
                     text = self.memory.call_tool(call.name, dict(call.input))
                     results.append(Msg.tool_result(call.id, text, name=call.name))
-                except (KeyError, ValueError, TypeError) as exc:
+                except Exception as exc:  # bad arguments, a failing store or embedder
+                    log.warning("agent.memory_tool_failed", tool=call.name, error=repr(exc))
                     results.append(
                         Msg.tool_result(call.id, f"Error: {exc}", is_error=True, name=call.name)
                     )

@@ -275,3 +275,39 @@ def test_both_mode_injects_and_offers_memory_tools(tmp_path: Path) -> None:
         assert {"record_to_memory", "retrieve_from_memory"} <= names
         rt.flush()
         assert any("Which seat" in h.memory.content for h in rt.retrieve("which seat trains", 10))
+
+
+class _BreakableEmbedder(HashEmbedder):
+    broken = False
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self.broken:
+            raise RuntimeError("embedding service down")
+        return super().embed(texts)
+
+
+def test_a_failing_store_degrades_the_turn_instead_of_crashing_it(tmp_path: Path) -> None:
+    emb = _BreakableEmbedder()
+    store = DuckDBStore(tmp_path / "mem.duckdb", embedder=emb)
+    model = ScriptedModel(
+        [
+            Msg.assistant(
+                tool_calls=[
+                    ToolUseBlock(id="q", name="retrieve_from_memory", input={"keywords": ["x"]})
+                ]
+            ),
+            "I could not check my notes, but here is my answer.",
+        ]
+    )
+    with MemoryRuntime(
+        session_dir=tmp_path / "s", store=store, long_term=LongTermMemoryMode.BOTH, namespace=NS
+    ) as rt:
+        rt.store.add(NS, "something to find")  # type: ignore[union-attr]
+        emb.broken = True
+        agent = ReActAgent("a", model, rt)
+        out = agent.reply("What do you remember?")  # retrieval for injection fails: no block
+        assert out.text.startswith("I could not check")
+        result = rt.messages()[2].tool_results[0]
+        assert result.is_error and "embedding service down" in result.output
+        emb.broken = False
+    store.close()
