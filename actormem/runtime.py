@@ -401,11 +401,9 @@ class MemoryRuntime(StateModule):
 
     def add_many(self, msgs: Sequence[Msg]) -> None:
         """Append several messages in order (one command to the actor)."""
-        checked = self._check_seq(msgs)
-        self._stm.tell(AddMessages(msgs=checked))
-        self._last_activity = time.monotonic()
-        if not self._turn_open and any(m.role == "user" for m in checked):
-            self._turn_open = True
+        if isinstance(msgs, Msg):
+            raise MessageError("add_many() takes a list of Msg; use add() for one message")
+        self.add(msgs)
 
     def messages(self) -> list[Msg]:
         """The current working messages, in order."""
@@ -429,8 +427,8 @@ class MemoryRuntime(StateModule):
         Raises:
             IndexError: an index is out of range (nothing is deleted).
         """
-        indices = (index,) if isinstance(index, int) else tuple(index)
-        return int(self._stm.ask(DeleteMessages(indices=indices, ids=tuple(ids))))
+        indices, id_list = _delete_args(index, ids)
+        return int(self._stm.ask(DeleteMessages(indices=indices, ids=id_list)))
 
     def clear(self) -> int:
         """Remove every working message; return how many there were."""
@@ -986,10 +984,10 @@ class MemoryRuntime(StateModule):
 
     async def adelete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
         """Async :meth:`delete`."""
-        indices = (index,) if isinstance(index, int) else tuple(index)
+        indices, id_list = _delete_args(index, ids)
         return int(
             await asyncio.wrap_future(
-                self._stm.request(DeleteMessages(indices=indices, ids=tuple(ids)))
+                self._stm.request(DeleteMessages(indices=indices, ids=id_list))
             )
         )
 
@@ -1131,6 +1129,20 @@ def _close_open_runtimes() -> None:
             rt.close(timeout=_EXIT_TIMEOUT)
         except Exception as exc:  # exit anyway; say what went wrong
             log.error("runtime.close_at_exit_failed", error=repr(exc))
+
+
+def _delete_args(index: object, ids: object) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Check ``delete()``'s arguments: integer indices (not bools) and string ids."""
+    raw = (index,) if isinstance(index, int) else index
+    if not isinstance(raw, list | tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in raw
+    ):
+        raise TypeError(f"delete() takes an int index or a list of ints, got {index!r}")
+    if isinstance(ids, str) or not isinstance(ids, list | tuple):
+        raise TypeError(f"delete(ids=...) takes a list of message ids, got {ids!r}")
+    if not all(isinstance(i, str) for i in ids):
+        raise TypeError(f"delete(ids=...) takes strings, got {ids!r}")
+    return tuple(raw), tuple(ids)
 
 
 def _unwrap(state: Any) -> ShortTermState | None:

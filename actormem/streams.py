@@ -83,6 +83,15 @@ class _Subscription:
             )
 
 
+def _accepts(sub: _Subscription, event: Event) -> bool:
+    """Run a subscription's filter on the publishing (actor) thread; never raise there."""
+    try:
+        return bool(sub.accept(event))  # type: ignore[misc]
+    except Exception as exc:
+        log.error("stream.filter_error", subscriber=sub.name, error=repr(exc))
+        return False
+
+
 class EventBus:
     """Fan-out of events from actor threads to any number of subscribers."""
 
@@ -100,7 +109,7 @@ class EventBus:
     def publish(self, event: Event) -> None:
         """Queue ``event`` for every subscriber; never blocks, never raises."""
         for sub in self._subs:
-            if sub.accept is None or sub.accept(event):
+            if sub.accept is None or _accepts(sub, event):
                 sub.queue.put(event)
         self._count += 1
         if self._count & 0x3FF == 0:

@@ -386,3 +386,38 @@ def test_senders_never_see_a_dead_actor_while_it_restarts(tmp_path: Path) -> Non
         t.join()
         assert rt.restart_count == 120  # each failure redelivered once, then dropped
     assert errors == []
+
+
+def test_bad_delete_arguments_are_refused_on_the_callers_thread(runtime: MemoryRuntime) -> None:
+    runtime.add([Msg.user("a"), Msg.user("b")])
+    for bad in ("x", [None], True, [1.5]):
+        with pytest.raises(TypeError, match="delete"):
+            runtime.delete(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ids"):
+        runtime.delete(ids="abc")  # type: ignore[arg-type]
+    assert runtime.size() == 2 and runtime.restart_count == 0
+
+
+def test_a_session_with_duplicate_message_ids_is_refused(tmp_path: Path) -> None:
+    m = Msg.user("twice")
+    with MemoryRuntime(session_dir=tmp_path) as rt:
+        rt.add(Msg.user("keep"))
+        rt.session.save_state(
+            "dup", {"runtime": {"short_term": {"messages": [m, m], "version": 2}}}
+        )
+        with pytest.raises(SessionError, match="same id"):
+            rt.load_session("dup")
+        assert [x.text for x in rt.messages()] == ["keep"]
+
+
+def test_a_raising_stream_filter_never_reaches_the_actor(runtime: MemoryRuntime) -> None:
+    def bad_filter(e: Event) -> bool:
+        raise ValueError("filter bug")
+
+    got: list[Event] = []
+    runtime.bus.observable(bad_filter).subscribe(got.append)
+    runtime.events.subscribe(got.append)
+    for i in range(5):
+        runtime.add(Msg.user(str(i)))
+    assert runtime.size() == 5 and runtime.restart_count == 0
+    wait_for(lambda: len(got) == 5)

@@ -78,6 +78,8 @@ log = structlog.get_logger(__name__)
 #: The actor's name: the ``source`` of its events.
 AUTOCONTEXT: Final = "autocontext"
 _RETRIES: Final = 3
+#: Compression events kept in the saved state (the newest).
+_MAX_LOGGED: Final = 200
 
 
 class OffloadNotFoundError(KeyError):
@@ -183,8 +185,10 @@ class AutoContextActor(SupervisedActor):
                     if isinstance(state, CompressorState)
                     else msgspec.convert(state, CompressorState)
                 )
-                self._offloads = dict(st.offloads)
-                self._compressions = list(st.compressions)
+                # Keep offloads made meanwhile (a pass can run between the short-term
+                # memory's load and this one): a summary must never lose its originals.
+                self._offloads = {**st.offloads, **self._offloads}
+                self._compressions = list(st.compressions)[-_MAX_LOGGED:]
                 self._dirty = True
                 return None
         raise TypeError(f"compressor got an unknown command {type(cmd).__name__}")
@@ -292,6 +296,7 @@ class AutoContextActor(SupervisedActor):
                 summarizer=a.summarizer,
             )
             self._compressions.append(ev)
+            del self._compressions[:-_MAX_LOGGED]
             self._publish(ev)
             if a.fallback_error:
                 log.warning("compress.model_fallback", error=a.fallback_error, strategy=a.strategy)

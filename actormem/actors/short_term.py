@@ -178,9 +178,12 @@ class ShortTermMemoryActor(SupervisedActor):
 
     def _load(self, state: Any) -> int:
         st = state if isinstance(state, ShortTermState) else msgspec.convert(state, ShortTermState)
+        ids = {m.id for m in st.messages}
+        if len(ids) != len(st.messages):
+            raise ValueError("the short-term state holds two messages with the same id")
         old = [m.id for m in self._msgs]
         self._msgs = list(st.messages)
-        self._ids = {m.id for m in self._msgs}
+        self._ids = ids
         # Versions only grow, so a compressor holding an old version retries.
         self._version = max(self._version + 1, st.version)
         self._reshaped_at = self._version
