@@ -324,7 +324,7 @@ class DuckDBStore:
         self._touch_lock = threading.Lock()
         self._pending: dict[str, tuple[int, float]] = {}
         self._local = threading.local()
-        self._cursors: builtins.list[Any] = []
+        self._cursors: builtins.list[tuple[threading.Thread, Any]] = []
         self._cursors_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -431,7 +431,7 @@ class DuckDBStore:
                 log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
             self._closed = True
             with self._cursors_lock:
-                for cur in self._cursors:
+                for _, cur in self._cursors:
                     with suppress(duckdb.Error):
                         cur.close()
                 self._cursors.clear()
@@ -454,8 +454,18 @@ class DuckDBStore:
         if cur is None:
             cur = self._con.cursor()
             self._local.cursor = cur
+            me = threading.current_thread()
             with self._cursors_lock:
-                self._cursors.append(cur)
+                # Close the cursors of threads that have ended (a thread-per-request
+                # server would otherwise keep one cursor per request forever).
+                live = []
+                for thread, old in self._cursors:
+                    if thread.is_alive():
+                        live.append((thread, old))
+                    else:
+                        with suppress(duckdb.Error):
+                            old.close()
+                self._cursors = [*live, (me, cur)]
         return cur
 
     def _flush_loop(self, interval: float) -> None:

@@ -306,3 +306,15 @@ def test_every_id_add_many_returns_exists(tmp_path: Path) -> None:
         )
         assert all(store.get(ns, r.id) is not None for r in res)
         assert len({r.id for r in res}) == store.count(ns)
+
+
+def test_reader_cursors_of_finished_threads_are_released(tmp_path: Path) -> None:
+    with DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(16)) as store:
+        ns = Namespace(user_id="u")
+        mid = store.add(ns, "x").id
+        for _ in range(20):  # a thread per request, as in a web server
+            t = threading.Thread(target=lambda: store.get(ns, mid))
+            t.start()
+            t.join()
+        store.get(ns, mid)
+        assert len(store._cursors) <= 2
