@@ -618,3 +618,33 @@ def test_two_runtimes_sharing_a_store_agree_on_keyed_facts(tmp_path: Path) -> No
         assert len(a.facts.items()) == 1
         a.close()
         b.close()
+
+
+def test_a_recorder_restart_loses_no_buffered_turn(
+    make_rt: Callable[..., MemoryRuntime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns buffered in the failed instance's Rx pipeline go to its replacement."""
+    from actormem.actors.recorder import RecorderActor, RecordTurn
+    from actormem.recorder import RecorderConfig
+
+    original = RecorderActor.handle
+    failed = {"n": 0}
+
+    def flaky(self: RecorderActor, cmd: Any) -> Any:
+        if isinstance(cmd, RecordTurn) and "poison" in cmd.msgs[0].text and not failed["n"]:
+            failed["n"] += 1
+            raise RuntimeError("transient recorder fault")
+        return original(self, cmd)
+
+    monkeypatch.setattr(RecorderActor, "handle", flaky)
+    rt = make_rt(recorder=RecorderConfig(batch_seconds=1.0, batch_count=10_000))
+    for i in range(20):  # buffered: the batch closes after 1 s or 10,000 turns
+        rt.record(turn(f"note number {i} about topic{i}"))
+    rt.record(turn("poison note"))
+    rt.record(turn("after the fault"))
+    rt.flush(timeout=30)
+    assert rt.restart_count == 1
+    assert rt.store is not None
+    episodes = [r.content for r in rt.store.list(rt.namespace, kinds=["episode"], limit=100)]
+    assert len(episodes) == 22
+    assert any("poison note" in e for e in episodes)

@@ -98,6 +98,7 @@ class SupervisedActor(pykka.ThreadingActor):
             if self._supervisor is not None:
                 self._supervisor.restart(self, exc, message)
                 self._replaced = True
+                self._hand_over()
             raise
         self._current = None
         return None
@@ -110,6 +111,21 @@ class SupervisedActor(pykka.ThreadingActor):
     ) -> None:
         if self._supervisor is not None and not self._replaced:
             self._supervisor.restart(self, exception_value, self._current)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        try:
+            self.on_replaced()
+        except Exception:
+            log.exception("actor.hand_over_failed", actor=type(self).__name__)
+
+    def on_replaced(self) -> None:
+        """Called on this (failed) actor's thread once its replacement runs.
+
+        Release what this instance holds (timers, subscriptions) and pass on
+        anything buffered that is not in the inbox; ``on_stop`` does not run
+        for a failed actor.
+        """
 
 
 class Supervisor:

@@ -331,6 +331,15 @@ class RecorderActor(SupervisedActor):
         if self._pipe is not None:
             self._pipe.dispose()
 
+    def on_replaced(self) -> None:
+        # A supervised restart: hand the turns still buffered in this instance's
+        # pipeline to the replacement (through the supervisor), then stop its timer.
+        try:
+            self._subject.on_completed()
+        finally:
+            if self._pipe is not None:
+                self._pipe.dispose()
+
     def _emit(self, batch: list[RecordTurn]) -> None:
         if not batch:
             return
