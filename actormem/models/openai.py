@@ -547,8 +547,14 @@ class OpenAIChatModel:
         return content if isinstance(content, str) else ""
 
     def _redact(self, text: str) -> str:
-        if self._api_key is not None and self._api_key.get() in text:
-            text = text.replace(self._api_key.get(), "***")
+        secrets = [self._api_key.get()] if self._api_key is not None else []
+        # Keys passed as extra headers (Azure's "api-key", custom auth headers) too.
+        secrets += [
+            v for k, v in self._headers.items() if k.lower() != "content-type" and len(v) >= 8
+        ]
+        for secret in secrets:
+            if secret and secret in text:
+                text = text.replace(secret, "***")
         return text
 
 

@@ -24,6 +24,7 @@ import pytest
 import structlog
 
 from actormem import MemoryRuntime, Msg, ReActAgent
+from actormem.models.base import ModelError
 from actormem.models.embedders import HashEmbedder
 from actormem.models.openai import OpenAIChatModel
 from actormem.session import JsonSession, SessionError
@@ -47,6 +48,7 @@ class EchoingServer:
                 self.rfile.read(length)
                 auth = self.headers.get("Authorization", "")
                 outer.seen_auth.append(auth)
+                auth = f"{auth} {self.headers.get('api-key', '')}".strip()
                 if outer.mode == "ok":
                     body = {
                         "choices": [
@@ -127,6 +129,19 @@ def test_api_key_never_reaches_logs_sessions_or_the_store(
     for f in (tmp_path / "sessions").iterdir():
         assert not _leaks(f.read_text(errors="replace")), f"API key in session file {f.name}"
     assert not _leaks(store_text + history), "API key in the long-term store"
+
+
+def test_a_key_passed_as_an_extra_header_is_redacted_too(server: EchoingServer) -> None:
+    """Regression: only api_key was scrubbed from echoed errors, not an Azure-style header."""
+    azure = "az-0123456789abcdef-secret"
+    server.mode = "500"
+    model = OpenAIChatModel(
+        server.url, "m", headers={"api-key": azure}, timeout=5, max_retries=1, backoff=0.01
+    )
+    with structlog.testing.capture_logs() as logs, pytest.raises(ModelError) as info:
+        model.chat([Msg.user("hi")])
+    assert azure not in str(info.value) and azure not in repr(logs)
+    assert azure not in repr(model)
 
 
 def test_session_ids_cannot_escape(tmp_path: Path) -> None:
