@@ -33,7 +33,7 @@ test: lint typecheck unit
 PEERS := .venv-peers
 $(PEERS)/.stamp:
 	@test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
-	$(PEERS)/bin/python -m pip install -q "agentscope==1.0.21" greenlet tqdm \
+	$(PEERS)/bin/python -m pip install -q "agentscope==1.0.21" "mcp<2" greenlet tqdm \
 		|| echo "peer install failed: peer columns will say n/a"
 	@touch $(PEERS)/.stamp
 
