@@ -1135,9 +1135,7 @@ class DuckDBStore:
         return self._pool
 
     def _transaction(self, batch: _Batch, now: float) -> None:
-        cur = self._wcur
-        try:
-            cur.execute("BEGIN TRANSACTION")
+        def write(cur: Any) -> None:
             self._flush_touches(cur, own_txn=False)
             if batch.inserts:
                 self._insert_rows(cur, [r for r, _ in batch.inserts], [v for _, v in batch.inserts])
@@ -1145,13 +1143,8 @@ class DuckDBStore:
                 self._update_rows(cur, list(batch.changes.values()))
             if batch.history:
                 self._insert_history(cur, batch.history, now)
-            self._commit_txn(cur)
-        except BaseException as exc:
-            with suppress(duckdb.Error):
-                cur.execute("ROLLBACK")
-            if isinstance(exc, duckdb.Error):
-                raise StoreError(f"write to {self.path} failed and was rolled back: {exc}") from exc
-            raise
+
+        self._write_txn("write", write)
 
     def _apply_to_index(self, batch: _Batch, prepared: Prepared | None = None) -> None:
         index = self._index
@@ -1316,39 +1309,29 @@ class DuckDBStore:
         """
         self._check_open()
         where, params = _scope_sql(self._concrete(namespace))
+
+        def delete_all(cur: Any) -> tuple[builtins.list[str], Any]:
+            self._flush_touches(cur, own_txn=False)
+            ids = [
+                r[0]
+                for r in cur.execute(f"SELECT id FROM memories WHERE {where}", params).fetchall()
+            ]
+            n_hist = cur.execute(f"SELECT count(*) FROM history WHERE {where}", params).fetchone()
+            cur.execute(f"DELETE FROM history WHERE {where}", params)
+            cur.execute(f"DELETE FROM memories WHERE {where}", params)
+            for table in ("activity_log", "log_compactions", "journal_state"):
+                cur.execute(f"DELETE FROM {table} WHERE {where}", params)
+            return ids, n_hist
+
         with self._write_lock:
-            self._check_open()
-            cur = self._wcur
-            try:
-                cur.execute("BEGIN TRANSACTION")
-                self._flush_touches(cur, own_txn=False)
-                ids = [
-                    r[0]
-                    for r in cur.execute(
-                        f"SELECT id FROM memories WHERE {where}", params
-                    ).fetchall()
-                ]
-                n_hist = cur.execute(
-                    f"SELECT count(*) FROM history WHERE {where}", params
-                ).fetchone()
-                cur.execute(f"DELETE FROM history WHERE {where}", params)
-                cur.execute(f"DELETE FROM memories WHERE {where}", params)
-                for table in ("activity_log", "log_compactions", "journal_state"):
-                    cur.execute(f"DELETE FROM {table} WHERE {where}", params)
-                self._commit_txn(cur)
-            except BaseException as exc:
-                with suppress(duckdb.Error):
-                    cur.execute("ROLLBACK")
-                if isinstance(exc, duckdb.Error):
-                    raise StoreError(f"forget in {self.path} failed: {exc}") from exc
-                raise
+            ids, n_hist = self._write_txn("forget", delete_all)
             self._index.remove(ids, purge=True)
             with self._touch_lock:
                 for mid in ids:
                     self._pending.pop(mid, None)
             if self.path != ":memory:":
                 with suppress(duckdb.Error):
-                    cur.execute("CHECKPOINT")
+                    self._wcur.execute("CHECKPOINT")
         report = ForgetReport(
             namespace=namespace, memories=len(ids), history=int(n_hist[0]) if n_hist else 0
         )
@@ -1792,7 +1775,9 @@ class DuckDBStore:
                 with suppress(duckdb.Error):
                     cur.execute("ROLLBACK")
                 if isinstance(exc, duckdb.Error):
-                    raise StoreError(f"{what} in {self.path} failed: {exc}") from exc
+                    raise StoreError(
+                        f"{what} in {self.path} failed and was rolled back: {exc}"
+                    ) from exc
                 raise
             return out
 
