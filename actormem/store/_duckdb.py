@@ -1144,7 +1144,7 @@ class DuckDBStore:
             if batch.history:
                 self._insert_history(cur, batch.history, now)
 
-        self._write_txn("write", write)
+        self._run_txn("write", write)
 
     def _apply_to_index(self, batch: _Batch, prepared: Prepared | None = None) -> None:
         index = self._index
@@ -1766,20 +1766,28 @@ class DuckDBStore:
         """Run ``fn(cursor)`` in one write transaction under the writer lock."""
         with self._write_lock:
             self._check_open()
-            cur = self._wcur
-            try:
-                cur.execute("BEGIN TRANSACTION")
-                out = fn(cur)
-                self._commit_txn(cur)
-            except BaseException as exc:
-                with suppress(duckdb.Error):
-                    cur.execute("ROLLBACK")
-                if isinstance(exc, duckdb.Error):
-                    raise StoreError(
-                        f"{what} in {self.path} failed and was rolled back: {exc}"
-                    ) from exc
-                raise
-            return out
+            return self._run_txn(what, fn)
+
+    def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(cursor)`` in one transaction on the write cursor; roll back on error.
+
+        The caller holds the writer lock (possibly on another thread: batched
+        writes commit on the writer pool while the caller's thread holds it).
+        """
+        cur = self._wcur
+        try:
+            cur.execute("BEGIN TRANSACTION")
+            out = fn(cur)
+            self._commit_txn(cur)
+        except BaseException as exc:
+            with suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(
+                    f"{what} in {self.path} failed and was rolled back: {exc}"
+                ) from exc
+            raise
+        return out
 
     def log_append(
         self,
