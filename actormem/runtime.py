@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import os
 import time
 import weakref
@@ -48,7 +49,7 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.scheduler import EventLoopScheduler
 
-from actormem.actors._supervisor import Supervisor
+from actormem.actors._supervisor import ActorUnavailableError, Supervisor
 from actormem.actors.autocontext import (
     AUTOCONTEXT,
     AutoContextActor,
@@ -60,6 +61,7 @@ from actormem.actors.autocontext import (
 )
 from actormem.actors.recorder import (
     RECORDER,
+    CutBatch,
     EndSession,
     RecorderActor,
     RecordingError,
@@ -718,6 +720,10 @@ class MemoryRuntime(StateModule):
             return
         tracker = self._tracker
         target = tracker.submitted
+        if tracker.finished < target:
+            # Close the open batch now rather than waiting out batch_seconds.
+            with contextlib.suppress(ActorUnavailableError):
+                self._need_recorder().tell(CutBatch())
         if not tracker.wait(target, timeout):
             raise TimeoutError(
                 f"the recorder committed {tracker.finished} of {target} submitted turns "

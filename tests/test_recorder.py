@@ -648,3 +648,21 @@ def test_a_recorder_restart_loses_no_buffered_turn(
     episodes = [r.content for r in rt.store.list(rt.namespace, kinds=["episode"], limit=100)]
     assert len(episodes) == 22
     assert any("poison note" in e for e in episodes)
+
+
+def test_flush_closes_the_open_batch_instead_of_waiting_for_its_timer(
+    make_rt: Callable[..., MemoryRuntime],
+) -> None:
+    from actormem.recorder import RecorderConfig
+
+    rt = make_rt(recorder=RecorderConfig(batch_seconds=30.0, batch_count=10_000))
+    for i in range(5):
+        rt.record(turn(f"note {i}"))
+    t0 = time.monotonic()
+    rt.flush(timeout=20)
+    assert time.monotonic() - t0 < 10  # not the 30 s batch timer
+    assert rt.recording_stats()["pending"] == 0
+    rt.record(turn("after the flush"))  # the fresh pipeline still records
+    rt.flush(timeout=20)
+    assert rt.store is not None
+    assert len(rt.store.list(rt.namespace, kinds=["episode"], limit=100)) == 6

@@ -134,6 +134,10 @@ class RunMaintenance(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
     reason: str = "manual"
 
 
+class CutBatch(msgspec.Struct, frozen=True, tag=True, tag_field="cmd"):
+    """Close the open batch now instead of at its timer (``flush`` sends it)."""
+
+
 # -- caller-side accounting ------------------------------------------------------------------
 
 
@@ -331,6 +335,17 @@ class RecorderActor(SupervisedActor):
         if self._pipe is not None:
             self._pipe.dispose()
 
+    def _cut_batch(self) -> None:
+        """Emit the open batch now: complete this pipeline and start a fresh one."""
+        old_subject, old_pipe = self._subject, self._pipe
+        self._subject = Subject()
+        self.on_start()
+        try:
+            old_subject.on_completed()  # the partial batch goes out through _emit
+        finally:
+            if old_pipe is not None:
+                old_pipe.dispose()
+
     def on_replaced(self) -> None:
         # A supervised restart: hand the turns still buffered in this instance's
         # pipeline to the replacement (through the supervisor), then stop its timer.
@@ -377,6 +392,9 @@ class RecorderActor(SupervisedActor):
                 return self._end_session()
             case RunMaintenance(reason=reason):
                 return self._maintenance(reason)
+            case CutBatch():
+                self._cut_batch()
+                return None
         raise TypeError(f"recorder got an unknown command {type(cmd).__name__}")
 
     # -- a batch ---------------------------------------------------------------------------
