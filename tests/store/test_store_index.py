@@ -1,0 +1,185 @@
+"""The in-memory index: approximate vector search, BM25 paths and top-k selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from actormem.models.embedders import HashEmbedder
+from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig
+from actormem.store._index import MemoryIndex, _top, tokenize
+from actormem.store._types import MemoryRecord
+
+NS = Namespace(user_id="u1")
+OTHER = Namespace(user_id="u2")
+WORDS = [f"w{i}" for i in range(400)]
+
+
+def _clustered(n: int, dim: int, seed: int) -> npt.NDArray[np.float32]:
+    """Unit vectors of low intrinsic dimension (like real embeddings: not isotropic)."""
+    rng = np.random.default_rng(seed)
+    mixing = np.random.default_rng(0).standard_normal((12, dim))
+    vecs = rng.standard_normal((n, 12)) @ mixing + 0.05 * rng.standard_normal((n, dim))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs.astype(np.float32)
+
+
+def _records(n: int, ns: Namespace, seed: int, start: int = 0) -> list[MemoryRecord]:
+    rng = np.random.default_rng(seed)
+    return [
+        MemoryRecord(
+            id=f"m{start + i}",
+            namespace=ns,
+            kind="fact",
+            content=" ".join(rng.choice(WORDS, size=int(rng.integers(3, 9)))),
+            content_hash=f"h{start + i}",
+            importance=0.5,
+        )
+        for i in range(n)
+    ]
+
+
+def _index(n: int, *, approx_min_rows: int | None, dim: int = 64) -> MemoryIndex:
+    index = MemoryIndex(dim, approx_min_rows=approx_min_rows, approx_dims=16, approx_rerank=200)
+    vecs = _clustered(n, dim, seed=1)
+    half = n // 2
+    index.add(_records(half, NS, seed=2), vecs[:half])
+    index.add(_records(n - half, OTHER, seed=3, start=half), vecs[half:])
+    return index
+
+
+def test_top_k_selection_matches_a_full_sort() -> None:
+    rng = np.random.default_rng(5)
+    for n, k in ((10, 20), (1000, 10), (200_000, 100), (200_000, 1000), (50_000, 7)):
+        scores = rng.standard_normal(n).astype(np.float32)
+        scores[::97] = 0.5  # ties
+        got = _top(scores, k)
+        assert len(got) == min(n, k)
+        want = np.sort(scores)[::-1][: min(n, k)]
+        assert np.array_equal(scores[got], want)
+        assert len(set(got.tolist())) == len(got)
+
+
+def test_small_scope_bm25_equals_the_full_accumulation() -> None:
+    index = _index(4000, approx_min_rows=None)
+    everyone = index.scope_rows(NS)
+    all_rows = np.arange(index.rows, dtype=np.int64)
+    terms = tokenize("w1 w2 w3 w17 w250 w399 w1")
+    full = index.bm25(all_rows, terms, 1.2, 0.3)  # accumulated over every row
+    for rows in (everyone[:50], everyone[::40], everyone):
+        assert rows.size * 4 < index.rows or rows is everyone
+        np.testing.assert_allclose(index.bm25(rows, terms, 1.2, 0.3), full[rows], rtol=1e-5)
+
+
+def test_approximate_nearest_matches_exact_above_the_threshold() -> None:
+    index = _index(6000, approx_min_rows=1000)
+    assert index.approximate
+    queries = _clustered(50, 64, seed=9)
+    for scope in (NS, OTHER):
+        for q in queries:
+            approx = index.nearest(scope, q, 10)
+            exact = index.nearest(scope, q, 10, exact=True)
+            assert approx.tolist() == exact.tolist()
+
+
+def test_below_the_threshold_nothing_is_projected() -> None:
+    index = _index(900, approx_min_rows=1000)
+    assert not index.approximate
+
+
+def test_approximate_index_stays_in_step_after_remove_and_compact() -> None:
+    index = _index(6000, approx_min_rows=1000)
+    queries = _clustered(20, 64, seed=11)
+    gone = [f"m{i}" for i in range(0, 3000, 2)]  # half of NS
+    index.remove(gone, purge=True)
+    index.compact()
+    assert index.approximate  # the projection survives compaction
+    assert index.rows == 4500
+    extra = _clustered(600, 64, seed=12)
+    index.add(_records(600, NS, seed=13, start=10_000), extra)
+    for q in [*queries, *extra[:5]]:
+        approx = index.nearest(NS, q, 10)
+        assert approx.tolist() == index.nearest(NS, q, 10, exact=True).tolist()
+    hit = index.records(index.nearest(NS, extra[0], 1))[0]
+    assert hit.id == "m10000"  # an appended row is found through the projection
+    assert not {r.id for r in index.records(index.scope_rows(NS))} & set(gone)
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 10)))) for _ in range(n)]
+
+
+def _store(path: Path, approx: int | None) -> DuckDBStore:
+    return DuckDBStore(
+        path,
+        embedder=HashEmbedder(64),
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+        approx_search_min_rows=approx,
+        clock=lambda: 1_700_000_000.0,
+    )
+
+
+def test_store_search_is_the_same_with_and_without_the_approximate_pass(tmp_path: Path) -> None:
+    texts = _texts(3000, seed=21)
+    items = [NewMemory(content=t, id=f"id{i}") for i, t in enumerate(texts)]
+    config = SearchConfig(relevance_weight=0.0)
+    with (
+        _store(tmp_path / "a.duckdb", 1000) as approx,
+        _store(tmp_path / "e.duckdb", None) as exact,
+    ):
+        for store in (approx, exact):
+            store.add_many(NS, items[:1500], dedup=False)
+            store.add_many(NS, items[1500:], dedup=False)
+        assert approx._index.approximate and not exact._index.approximate
+        for query in _texts(30, seed=22):
+            for mode in ("hybrid", "vector"):
+                a = approx.search(query, NS, 10, mode=mode, config=config, touch=False)
+                e = exact.search(query, NS, 10, mode=mode, config=config, touch=False)
+                assert [h.memory.id for h in a] == [h.memory.id for h in e]
+                assert [h.cosine for h in a] == pytest.approx([h.cosine for h in e], abs=1e-6)
+
+
+def test_store_approximate_pass_follows_every_write(tmp_path: Path) -> None:
+    with _store(tmp_path / "s.duckdb", 1000) as store:
+        store.add_many(NS, _texts(2000, seed=31), dedup=False)
+        assert store._index.approximate
+        # read your writes: found by the very next search
+        added = store.add(NS, "zebra quartz nebula falcon").id
+        hits = store.search("zebra quartz nebula falcon", NS, 3, mode="vector")
+        assert hits[0].memory.id == added
+        # update: the new content is found, the old one no longer
+        store.update(NS, added, content="walrus glacier tundra")
+        hits = store.search("walrus glacier tundra", NS, 3, mode="vector")
+        assert hits[0].memory.id == added
+        assert hits[0].memory.content == "walrus glacier tundra"
+        # delete: gone
+        store.delete(NS, added)
+        hits = store.search("walrus glacier tundra", NS, 10, mode="vector")
+        assert added not in {h.memory.id for h in hits}
+        # forgetting a namespace, then compacting, keeps the approximate pass
+        store.add_many(OTHER, _texts(1500, seed=32), dedup=False)
+        store.forget(OTHER)
+        store._index.compact()
+        assert store._index.dead_fraction == 0.0
+        assert store._index.approximate
+        late = store.add(NS, "otter meadow lantern").id
+        assert store.search("otter meadow lantern", NS, 1, mode="vector")[0].memory.id == late
+        # re-embedding rebuilds the index, projection included
+        store.reembed(embedder=HashEmbedder(48))
+        assert store._index.approximate
+        assert store.search("otter meadow lantern", NS, 1, mode="vector")[0].memory.id == late
+
+
+def test_store_rebuilds_the_approximate_pass_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "r.duckdb"
+    with _store(path, 1000) as store:
+        store.add_many(NS, _texts(1200, seed=41), dedup=False)
+        mid = store.add(NS, "heron basalt compass").id
+    with _store(path, 1000) as store:
+        assert store._index.approximate
+        assert store.search("heron basalt compass", NS, 1, mode="vector")[0].memory.id == mid
