@@ -130,7 +130,18 @@ def _sec(us: int | None) -> float | None:
 
 
 def _ts_array(values: Sequence[float | None]) -> pa.Array:
+    if None not in values:  # one numpy pass: round(ts * 1e6) like _us
+        micros = np.rint(np.asarray(values, dtype=np.float64) * 1_000_000).astype(np.int64)
+        return pa.array(micros, type=pa.int64()).cast(pa.timestamp("us"))
     return pa.array([None if v is None else _us(v) for v in values], type=pa.timestamp("us"))
+
+
+def _str_lists(values: Sequence[Sequence[str]]) -> pa.Array:
+    """A ``list<string>`` Arrow array (all-empty batches built without a Python loop)."""
+    if not any(values):
+        offsets = pa.array(np.zeros(len(values) + 1, dtype=np.int32))
+        return pa.ListArray.from_arrays(offsets, pa.array([], type=pa.string()))
+    return pa.array([list(v) for v in values], type=pa.list_(pa.string()))
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -230,6 +241,14 @@ class _Change:
     record: MemoryRecord
     access_delta: int = 0
     content_vector: F32 | None = None
+
+
+@dataclass
+class _Tables:
+    """A batch's Arrow tables, built before its transaction."""
+
+    insert: tuple[pa.Table, str, str] | None
+    history: pa.Table | None
 
 
 @dataclass
@@ -805,6 +824,7 @@ class DuckDBStore:
         # exact duplicates: against the store, then earlier items of the batch
         fresh: builtins.list[int] = []
         seen: dict[str, int] = {}
+        random_ids = os.urandom(16 * len(news)).hex()  # one call, 32 hex digits per item
         for i, (item, chash) in enumerate(zip(news, hashes, strict=True)):
             if item.id is not None and (
                 self._index.row_of(item.id) is not None or self._exists(item.id)
@@ -825,7 +845,9 @@ class DuckDBStore:
                 results[i] = WriteResult(id=target.id, op="MERGE", similarity=1.0)
                 continue
             fresh.append(i)
-            rec = self._new_record(ns, item, chash, now)
+            rec = self._new_record(
+                ns, item, chash, now, item.id or random_ids[32 * i : 32 * i + 32]
+            )
             seen[chash] = len(batch.inserts)
             batch.inserts.append((rec, vectors[i]))
             results[i] = WriteResult(id=rec.id, op="ADD")
@@ -1130,7 +1152,10 @@ class DuckDBStore:
             return
         prepared: Prepared | None = None
         if len(batch.inserts) >= 512:
-            future = self._writer_pool().submit(self._transaction, batch, now)
+            # The Arrow tables are built here first, so the writer thread runs
+            # nothing but DuckDB (which releases the GIL) while this one tokenizes.
+            tables = self._tables(batch, now)
+            future = self._writer_pool().submit(self._transaction, batch, now, tables)
             try:
                 prepared = prepare([r for r, _ in batch.inserts])
             finally:
@@ -1150,15 +1175,26 @@ class DuckDBStore:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="actormem-store-writer")
         return self._pool
 
-    def _transaction(self, batch: _Batch, now: float) -> None:
+    def _tables(self, batch: _Batch, now: float) -> _Tables:
+        """The Arrow tables of a batch's inserts and history rows."""
+        return _Tables(
+            insert=self._insert_table([r for r, _ in batch.inserts], [v for _, v in batch.inserts])
+            if batch.inserts
+            else None,
+            history=self._history_table(batch.history, now) if batch.history else None,
+        )
+
+    def _transaction(self, batch: _Batch, now: float, tables: _Tables | None = None) -> None:
+        built = tables if tables is not None else self._tables(batch, now)
+
         def write(cur: Any) -> None:
             self._flush_touches(cur, own_txn=False)
-            if batch.inserts:
-                self._insert_rows(cur, [r for r, _ in batch.inserts], [v for _, v in batch.inserts])
+            if built.insert is not None:
+                self._execute_insert(cur, built.insert)
             if batch.changes:
                 self._update_rows(cur, list(batch.changes.values()))
-            if batch.history:
-                self._insert_history(cur, batch.history, now)
+            if built.history is not None:
+                self._execute_history(cur, built.history)
 
         self._run_txn("write", write)
 
@@ -1181,48 +1217,65 @@ class DuckDBStore:
         if index.dead_fraction > 0.3 and index.rows > 10_000:
             index.compact()
 
-    def _insert_rows(
-        self, cur: Any, records: Sequence[MemoryRecord], vectors: Sequence[F32]
-    ) -> None:
+    def _insert_table(
+        self, records: Sequence[MemoryRecord], vectors: Sequence[F32]
+    ) -> tuple[pa.Table, str, str]:
+        """``(table, column list, select list)`` of an insert into ``memories``."""
         n = len(records)
-        keys = [r.namespace.key() for r in records]
+        namespaces = {id(r.namespace): r.namespace for r in records}
+        if len(namespaces) == 1:  # the usual batch: one namespace, constant columns
+            key = next(iter(namespaces.values())).key()
+            keys_cols = [pa.array([k] * n, type=pa.string()) for k in key]
+        else:
+            keys = [r.namespace.key() for r in records]
+            keys_cols = [pa.array([k[i] for k in keys], type=pa.string()) for i in range(4)]
         flat = np.ascontiguousarray(np.stack(vectors), dtype=np.float32).reshape(-1)
-        tbl = pa.table(
-            {
-                "id": pa.array([r.id for r in records], type=pa.string()),
-                "user_id": pa.array([k[0] for k in keys], type=pa.string()),
-                "agent_id": pa.array([k[1] for k in keys], type=pa.string()),
-                "run_id": pa.array([k[2] for k in keys], type=pa.string()),
-                "session_id": pa.array([k[3] for k in keys], type=pa.string()),
-                "kind": pa.array([r.kind for r in records], type=pa.string()),
-                "content": pa.array([r.content for r in records], type=pa.string()),
-                "content_hash": pa.array([r.content_hash for r in records], type=pa.string()),
-                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat), self._dim),
-                "importance": pa.array([r.importance for r in records], type=pa.float64()),
-                "tags": pa.array([list(r.tags) for r in records], type=pa.list_(pa.string())),
-                "source_ids": pa.array(
-                    [list(r.source_ids) for r in records], type=pa.list_(pa.string())
-                ),
-                "created_at": _ts_array([r.created_at for r in records]),
-                "updated_at": _ts_array([r.updated_at for r in records]),
-                "last_accessed": _ts_array([r.last_accessed for r in records]),
-                "access_count": pa.array([r.access_count for r in records], type=pa.int64()),
-                "superseded_by": pa.array([r.superseded_by for r in records], type=pa.string()),
-                "deleted_at": _ts_array([r.deleted_at for r in records]),
-                "metadata": pa.array([_json(r.metadata) for r in records], type=pa.string()),
-            }
-        )
+        deleted = [r.deleted_at for r in records]
+        superseded = [r.superseded_by for r in records]
+        metadata = [r.metadata for r in records]
+        columns = {
+            "id": pa.array([r.id for r in records], type=pa.string()),
+            "user_id": keys_cols[0],
+            "agent_id": keys_cols[1],
+            "run_id": keys_cols[2],
+            "session_id": keys_cols[3],
+            "kind": pa.array([r.kind for r in records], type=pa.string()),
+            "content": pa.array([r.content for r in records], type=pa.string()),
+            "content_hash": pa.array([r.content_hash for r in records], type=pa.string()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat), self._dim),
+            "importance": pa.array([r.importance for r in records], type=pa.float64()),
+            "tags": _str_lists([r.tags for r in records]),
+            "source_ids": _str_lists([r.source_ids for r in records]),
+            "created_at": _ts_array([r.created_at for r in records]),
+            "updated_at": _ts_array([r.updated_at for r in records]),
+            "last_accessed": _ts_array([r.last_accessed for r in records]),
+            "access_count": pa.array([r.access_count for r in records], type=pa.int64()),
+            "superseded_by": (
+                pa.nulls(n, type=pa.string())
+                if superseded.count(None) == n
+                else pa.array(superseded, type=pa.string())
+            ),
+            "deleted_at": (
+                pa.nulls(n, type=pa.timestamp("us"))
+                if deleted.count(None) == n
+                else _ts_array(deleted)
+            ),
+        }
+        names = ", ".join(columns)
+        select = names
+        if any(metadata):  # else the column default '{}' (no JSON parse of n empty objects)
+            columns["metadata"] = pa.array([_json(m) for m in metadata], type=pa.string())
+            names += ", metadata"
+            select += ", CAST(metadata AS JSON)"
+        tbl = pa.table(columns)
         assert tbl.num_rows == n
+        return tbl, names, select
+
+    def _execute_insert(self, cur: Any, insert: tuple[pa.Table, str, str]) -> None:
+        tbl, names, select = insert
         cur.register("_ins", tbl)
         try:
-            cur.execute(
-                "INSERT INTO memories (id, user_id, agent_id, run_id, session_id, kind, content, "
-                "content_hash, embedding, importance, tags, source_ids, created_at, updated_at, "
-                "last_accessed, access_count, superseded_by, deleted_at, metadata) "
-                "SELECT id, user_id, agent_id, run_id, session_id, kind, content, content_hash, "
-                "embedding, importance, tags, source_ids, created_at, updated_at, last_accessed, "
-                "access_count, superseded_by, deleted_at, CAST(metadata AS JSON) FROM _ins"
-            )
+            cur.execute(f"INSERT INTO memories ({names}) SELECT {select} FROM _ins")
         finally:
             cur.unregister("_ins")
 
@@ -1278,12 +1331,12 @@ class DuckDBStore:
             finally:
                 cur.unregister("_vec")
 
-    def _insert_history(
+    def _history_table(
         self,
-        cur: Any,
         rows: Sequence[tuple[str, Namespace, str, str | None, str | None, str]],
         now: float,
-    ) -> None:
+    ) -> pa.Table:
+        """The Arrow table of history rows written at ``now``."""
         keys = [r[1].key() for r in rows]
         prefix = uuid.uuid4().hex
         tbl = pa.table(
@@ -1301,6 +1354,9 @@ class DuckDBStore:
                 "reason": pa.array([r[5] for r in rows], type=pa.string()),
             }
         )
+        return tbl
+
+    def _execute_history(self, cur: Any, tbl: pa.Table) -> None:
         cur.register("_hist", tbl)
         try:
             cur.execute(

@@ -26,7 +26,7 @@ product, the lock keeps the arrays consistent.
 
 from __future__ import annotations
 
-import functools
+import itertools
 import math
 import re
 import threading
@@ -90,10 +90,28 @@ def _stem(word: str) -> str:
     return word
 
 
-@functools.lru_cache(maxsize=1 << 18)
+class _TermCache(dict[str, str]):
+    """Casefolded word -> BM25 term (``""`` for a stopword), computed on first use.
+
+    A plain dict read through ``map(cache.__getitem__, words)`` costs one C-level
+    lookup per word; :meth:`__missing__` stems a word the first time it is seen.
+    Cleared when it reaches ``_TERM_CACHE_SIZE`` words so it stays bounded.
+    """
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= _TERM_CACHE_SIZE:
+            self.clear()
+        term = self[word] = "" if word in STOPWORDS else _stem(word)
+        return term
+
+
+_TERM_CACHE_SIZE: Final = 1 << 18
+_TERMS: Final = _TermCache()
+
+
 def _term(word: str) -> str:
     """The BM25 term of a casefolded word, ``""`` for a stopword."""
-    return "" if word in STOPWORDS else _stem(word)
+    return _TERMS[word]
 
 
 def tokenize(text: str) -> list[str]:
@@ -102,38 +120,78 @@ def tokenize(text: str) -> list[str]:
     Digits are kept (``"item4242"`` stays one term), underscores split words,
     plurals and ``-ing``/``-ed`` endings are stripped (:func:`_stem`).
     """
-    return [t for t in map(_term, _TOKEN_RE.findall(text.casefold())) if t]
+    return [t for t in map(_TERMS.__getitem__, _TOKEN_RE.findall(text.casefold())) if t]
+
+
+class _BatchIds(dict[str, int]):
+    """Casefolded word -> id of its term within one batch (0 for a stopword)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.terms: list[str] = [""]
+        self._term_ids: dict[str, int] = {"": 0}
+
+    def __missing__(self, word: str) -> int:
+        term = _TERMS[word]
+        found = self._term_ids.get(term)
+        if found is None:
+            found = self._term_ids[term] = len(self.terms)
+            self.terms.append(term)
+        self[word] = found
+        return found
 
 
 class Prepared(msgspec.Struct, frozen=True):
-    """BM25 postings of a batch with rows relative to the batch (see :func:`prepare`)."""
+    """BM25 postings of a batch with rows relative to the batch (see :func:`prepare`).
+
+    Term ``terms[i]`` occurs in batch rows ``rows[starts[i]:starts[i + 1]]``
+    (ascending) with term frequencies ``tfs[starts[i]:starts[i + 1]]``.
+    """
 
     count: int
-    doclen: list[int]
-    postings: dict[str, tuple[list[int], list[int]]]
+    doclen: npt.NDArray[np.float32]
+    terms: list[str]
+    starts: I64
+    rows: I64
+    tfs: npt.NDArray[np.float32]
 
 
 def prepare(records: Sequence[MemoryRecord]) -> Prepared:
     """Tokenize a batch and build its postings, without touching any index.
 
-    Pure computation: the store runs it while DuckDB commits the batch.
+    Pure computation (the store runs it while DuckDB commits the batch): one
+    regular-expression pass per text, one dict lookup per word, then the
+    postings are sorted out with numpy.
     """
-    postings: dict[str, tuple[list[int], list[int]]] = {}
-    get = postings.get
-    doclen: list[int] = []
-    for offset, rec in enumerate(records):
-        terms = tokenize(rec.content)
-        doclen.append(len(terms))
-        for term in terms:
-            entry = get(term)
-            if entry is None:
-                postings[term] = ([offset], [1])
-            elif entry[0][-1] == offset:  # repeated term in this memory
-                entry[1][-1] += 1
-            else:
-                entry[0].append(offset)
-                entry[1].append(1)
-    return Prepared(count=len(records), doclen=doclen, postings=postings)
+    ids = _BatchIds()
+    lookup = ids.__getitem__
+    findall = _TOKEN_RE.findall
+    flat: list[int] = []
+    extend = flat.extend
+    lengths: list[int] = []
+    for rec in records:
+        words = findall(rec.content.casefold())
+        lengths.append(len(words))
+        extend(map(lookup, words))
+    count = len(records)
+    tids = np.array(flat, dtype=np.int64)
+    docs = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    keep = tids > 0
+    tids, docs = tids[keep], docs[keep]
+    doclen = np.bincount(docs, minlength=count).astype(np.float32)
+    pairs, tf = np.unique(tids * max(count, 1) + docs, return_counts=True)
+    term_of = pairs // max(count, 1)
+    bounds = np.flatnonzero(np.diff(term_of)) + 1
+    starts = np.concatenate(([0], bounds, [pairs.size])).astype(np.int64)
+    present = term_of[starts[:-1]] if pairs.size else np.zeros(0, dtype=np.int64)
+    return Prepared(
+        count=count,
+        doclen=doclen,
+        terms=[ids.terms[int(t)] for t in present],
+        starts=starts if pairs.size else np.zeros(1, dtype=np.int64),
+        rows=pairs % max(count, 1),
+        tfs=tf.astype(np.float32),
+    )
 
 
 class Scored(msgspec.Struct, frozen=True):
@@ -333,7 +391,31 @@ class MemoryIndex:
             key: tuple[str, str, str, str] = ("", "", "", "")
             code4 = (0, 0, 0, 0)
             ns_rows: list[int] = []
-            for offset, rec in enumerate(records):
+            ids = [r.id for r in records]
+            first_ns = records[0].namespace
+            if (  # one namespace, new ids, no tags: no per-record Python loop
+                row_of.keys().isdisjoint(ids)
+                and len(set(ids)) == count
+                and all(r.namespace is first_ns for r in records)
+                and not any(r.tags for r in records)
+            ):
+                key = first_ns.key()
+                code4 = tuple(self._interners[f].code(key[f]) for f in range(4))  # type: ignore[assignment]
+                by_ns[code4] = list(range(start, end))
+                row_of.update(zip(ids, range(start, end), strict=True))
+                self._records.extend(records)
+                hash_row.update(
+                    zip(
+                        zip(itertools.repeat(key), [r.content_hash for r in records], strict=False),
+                        range(start, end),
+                        strict=True,
+                    )
+                )
+                kinds = list(map(kind_code, [r.kind for r in records]))
+                records_loop: Sequence[MemoryRecord] = ()
+            else:
+                records_loop = records
+            for offset, rec in enumerate(records_loop):
                 row = start + offset
                 old = row_of.get(rec.id)
                 if old is not None:
@@ -361,7 +443,7 @@ class MemoryIndex:
                         tag_rows.append(row)
             self._kind[start:end] = kinds
             self._doclen[start:end] = prepared.doclen
-            self._total_len += float(sum(prepared.doclen))
+            self._total_len += float(prepared.doclen.sum())
             self._importance[start:end] = [r.importance for r in records]
             self._access[start:end] = [r.access_count for r in records]
             self._last[start:end] = [r.last_accessed for r in records]
@@ -377,18 +459,16 @@ class MemoryIndex:
                     else:
                         posting_rows.extend(rows_of_ns)
             postings = self._postings
-            for term, (rel_rows, tfs) in prepared.postings.items():
-                rows_arr = array("q", rel_rows)
-                if start:
-                    view = np.frombuffer(rows_arr, dtype=np.int64)
-                    view += start
-                    del view
+            rows_bytes = (prepared.rows + start).tobytes()
+            tfs_bytes = prepared.tfs.tobytes()
+            bounds = prepared.starts.tolist()
+            for i, term in enumerate(prepared.terms):
+                lo, hi = bounds[i], bounds[i + 1]
                 posting = postings.get(term)
                 if posting is None:
-                    postings[term] = (rows_arr, array("f", tfs))
-                else:
-                    posting[0].extend(rows_arr)
-                    posting[1].extend(array("f", tfs))
+                    posting = postings[term] = (array("q"), array("f"))
+                posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])
+                posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])
             self._n = end
             self._live += count
             if self._proj is None and self._approx_min is not None and end >= self._approx_min:

@@ -206,6 +206,25 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
         Raises:
             InvalidMemoryError: Naming the first field that is wrong.
         """
+        content = self.content
+        if (  # fast path: ASCII text and default attributes (most batched adds)
+            type(content) is str
+            and 0 < len(content) <= _MAX_CONTENT
+            and content.isascii()
+            and not content.isspace()
+            and self.kind == "fact"
+            and type(self.importance) is float
+            and 0.0 <= self.importance <= 1.0
+            and type(self.tags) is tuple
+            and not self.tags
+            and type(self.source_ids) is tuple
+            and not self.source_ids
+            and type(self.metadata) is dict
+            and not self.metadata
+            and self.created_at is None
+            and self.id is None
+        ):
+            return
         if not isinstance(self.content, str):
             raise InvalidMemoryError(f"content must be a str, got {type(self.content).__name__}")
         if not self.content.strip():

@@ -9,8 +9,8 @@ import numpy.typing as npt
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig
-from actormem.store._index import MemoryIndex, _top, tokenize
+from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig, SearchFilters
+from actormem.store._index import MemoryIndex, _top, prepare, tokenize
 from actormem.store._types import MemoryRecord
 
 NS = Namespace(user_id="u1")
@@ -183,3 +183,64 @@ def test_store_rebuilds_the_approximate_pass_on_open(tmp_path: Path) -> None:
     with _store(path, 1000) as store:
         assert store._index.approximate
         assert store.search("heron basalt compass", NS, 1, mode="vector")[0].memory.id == mid
+
+
+def test_prepared_postings_match_tokenize_of_each_memory() -> None:
+    texts = [
+        *_texts(300, seed=51),
+        "The the THE running runs",
+        "a an the",
+        "item4242 item4242 foo_bar Straße ÉCOLE école stories",
+    ]
+    records = [
+        MemoryRecord(id=str(i), namespace=NS, kind="fact", content=t, content_hash="", importance=0)
+        for i, t in enumerate(texts)
+    ]
+    prepared = prepare(records)
+    got: dict[str, dict[int, int]] = {}
+    for i, term in enumerate(prepared.terms):
+        lo, hi = int(prepared.starts[i]), int(prepared.starts[i + 1])
+        rows = prepared.rows[lo:hi].tolist()
+        assert rows == sorted(rows)
+        got[term] = dict(zip(rows, prepared.tfs[lo:hi].astype(int).tolist(), strict=True))
+    want: dict[str, dict[int, int]] = {}
+    for row, text in enumerate(texts):
+        terms = tokenize(text)
+        assert prepared.doclen[row] == len(terms)
+        for term in terms:
+            want.setdefault(term, {}).setdefault(row, 0)
+            want[term][row] += 1
+    assert got == want
+    assert tokenize("Running stories item4242") == ["run", "story", "item4242"]
+
+
+def test_pipelined_batch_is_durable_and_read_your_writes(tmp_path: Path) -> None:
+    path = tmp_path / "p.duckdb"
+    items = [
+        NewMemory(
+            content=t,
+            tags=("even",) if i % 2 == 0 else (),
+            metadata={"i": i} if i % 3 == 0 else {},
+            importance=0.25 if i % 5 == 0 else 0.5,
+        )
+        for i, t in enumerate(_texts(1500, seed=61))
+    ]
+    items.append(NewMemory(content="pelican obsidian marathon", created_at=1_600_000_000.0))
+    with _store(path, None) as store:
+        results = store.add_many(NS, items, dedup=False)  # >= 512: the pipelined commit
+        last = results[-1].id
+        assert store.search("pelican obsidian marathon", NS, 1)[0].memory.id == last
+        assert store.search("pelican obsidian", NS, 1, mode="keyword")[0].memory.id == last
+        evens = store.search("w1 w2 w3", NS, 50, SearchFilters(tags_all=("even",)))
+        assert evens and all("even" in h.memory.tags for h in evens)
+    with _store(path, None) as store:
+        assert store.count(NS) == len(items)
+        for i in (0, 1, 3, 5, 1500):
+            rec = store.get(NS, results[i].id)
+            assert rec is not None
+            assert rec.content == items[i].content
+            assert rec.tags == items[i].tags
+            assert rec.metadata == items[i].metadata
+            assert rec.importance == items[i].importance
+        assert store.get(NS, last).created_at == 1_600_000_000.0  # type: ignore[union-attr]
+        assert store.search("pelican obsidian marathon", NS, 1)[0].memory.id == last
