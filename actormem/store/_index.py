@@ -305,6 +305,9 @@ class MemoryIndex:
         self._tag_rows: dict[str, array[int]] = {}
         self._total_len = 0.0
         self._live = 0
+        #: Bumped by every change of the rows' liveness or namespaces.
+        self._version = 0
+        self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
 
     # -- size -------------------------------------------------------------------
 
@@ -470,6 +473,7 @@ class MemoryIndex:
                 posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])
                 posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])
             self._n = end
+            self._version += 1
             self._live += count
             if self._proj is None and self._approx_min is not None and end >= self._approx_min:
                 self._learn_projection()
@@ -510,6 +514,7 @@ class MemoryIndex:
     def _kill_row(self, row: int) -> None:
         if not self._alive[row]:
             return
+        self._version += 1
         self._alive[row] = False
         self._live -= 1
         rec = self._records[row]
@@ -663,7 +668,7 @@ class MemoryIndex:
     def _rows_matching(self, fields: list[tuple[int, int]]) -> I64:
         n = self._n
         if not fields:
-            return np.flatnonzero(self._alive[:n]).astype(np.int64)
+            return np.flatnonzero(self._alive[:n]).astype(np.int64, copy=False)
         sizes = []
         for field, code in fields:
             posting = self._ns_rows[field].get(code)
@@ -674,10 +679,21 @@ class MemoryIndex:
         _, field0, code0 = sizes[0]
         base = self._ns_rows[field0][code0]
         if len(base) * 4 > n:
+            # A large scope: a pass over every row, so its result is cached until
+            # the next change of the rows (searches in one scope repeat).
+            cache_key = tuple(fields)
+            cached = self._scope_cache.get(cache_key)
+            if cached is not None and cached[0] == self._version:
+                return cached[1]
             mask = self._alive[:n].copy()
             for field, code in fields:
                 mask &= self._ns[field, :n] == code
-            return np.flatnonzero(mask).astype(np.int64)
+            found = np.flatnonzero(mask).astype(np.int64, copy=False)
+            found.flags.writeable = False
+            if len(self._scope_cache) >= 2:
+                self._scope_cache.pop(next(iter(self._scope_cache)))
+            self._scope_cache[cache_key] = (self._version, found)
+            return found
         rows = np.frombuffer(base, dtype=np.int64).copy()
         keep = self._alive[rows]
         for _, field, code in sizes[1:]:
@@ -757,6 +773,8 @@ class MemoryIndex:
             return np.zeros(0, dtype=np.float32)
         if rows.size * 3 > self._n:
             full: F32 = self._vecs[: self._n] @ query
+            if rows.size == self._n:  # every row (ascending, unique): no gather
+                return full
             out: F32 = full[rows]
             return out
         gathered: F32 = self._vecs[rows] @ query
@@ -809,14 +827,11 @@ class MemoryIndex:
                     hit = prow[pos] == rows
                     at, tf, row = np.flatnonzero(hit), ptf[pos[hit]], rows[hit]
                 if at.size:
-                    dl = self._doclen[row]
-                    acc[at] += idf * (tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * dl / avgdl)))
+                    acc[at] += _bm25_terms(self._doclen[row], tf, idf, k1, b, avgdl)
             else:
-                dl = self._doclen[prow]
-                contrib = ptf * (k1 + 1.0) / (ptf + k1 * (1.0 - b + b * dl / avgdl))
-                acc[prow] += idf * contrib
+                acc[prow] += _bm25_terms(self._doclen[prow], ptf, idf, k1, b, avgdl)
             del prow, ptf
-        if small:
+        if small or rows.size == n:  # (every row, ascending and unique: no gather)
             return acc
         out: F32 = acc[rows]
         return out
@@ -927,8 +942,10 @@ class MemoryIndex:
         """
         assert self._proj is not None and self._pvecs is not None
         qp = query @ self._proj
-        if rows.size * 3 > self._n:
-            coarse: F32 = (self._pvecs[: self._n] @ qp)[rows]
+        if rows.size == self._n:
+            coarse: F32 = self._pvecs[: self._n] @ qp
+        elif rows.size * 3 > self._n:
+            coarse = (self._pvecs[: self._n] @ qp)[rows]
         else:
             coarse = self._pvecs[rows] @ qp
         first = _top(coarse, max(self._approx_rerank, k))
@@ -986,6 +1003,16 @@ class MemoryIndex:
         with self._lock:
             out: F32 = self._vecs[rows].copy()
             return out
+
+
+def _bm25_terms(dl: F32, tf: F32, idf: np.float32, k1: float, b: float, avgdl: float) -> F32:
+    """``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``, computed in ``dl``."""
+    dl *= np.float32(k1 * b / avgdl)
+    dl += np.float32(k1 * (1.0 - b))
+    dl += tf
+    np.divide(tf, dl, out=dl)
+    dl *= idf * np.float32(k1 + 1.0)
+    return dl
 
 
 def _top(scores: F32, k: int) -> I64:

@@ -244,3 +244,17 @@ def test_pipelined_batch_is_durable_and_read_your_writes(tmp_path: Path) -> None
             assert rec.importance == items[i].importance
         assert store.get(NS, last).created_at == 1_600_000_000.0  # type: ignore[union-attr]
         assert store.search("pelican obsidian marathon", NS, 1)[0].memory.id == last
+
+
+def test_cached_rows_of_a_large_scope_follow_every_change() -> None:
+    index = _index(2000, approx_min_rows=None)  # NS holds half the rows: the cached path
+    before = index.scope_rows(NS)
+    assert index.scope_rows(NS) is before  # cached while nothing changes
+    with pytest.raises(ValueError):
+        before[0] = 5  # shared, so read-only
+    index.remove(["m0", "m1"])
+    after = index.scope_rows(NS)
+    assert after.size == before.size - 2
+    index.add(_records(3, NS, seed=71, start=5000), _clustered(3, 64, seed=72))
+    assert index.scope_rows(NS).size == after.size + 3
+    assert {"m5000", "m5002"} <= {r.id for r in index.records(index.scope_rows(NS))}
