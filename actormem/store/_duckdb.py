@@ -12,7 +12,9 @@ Search
     memories' vectors and BM25 postings.  It is rebuilt from the file on open
     and updated right after each commit, before the write returns, so the very
     next search sees the write.  Searches never touch DuckDB: the query
-    vector is never bound as a SQL parameter.
+    vector is never bound as a SQL parameter.  A scope of 200k memories or
+    more (``approx_search_min_rows``) is ranked by 32-d projected vectors
+    first and its best 1,000 re-scored exactly; smaller scopes are exact.
 
 Concurrency
     One process owns the file; a second one gets :class:`StoreLockedError`
