@@ -131,6 +131,20 @@ def _sec(us: int | None) -> float | None:
     return None if us is None else us / 1_000_000
 
 
+def _one(cur: Any, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+    """The first row of a query, reading the result to its end.
+
+    ``fetchone()`` leaves an auto-commit query's result open, and with it the
+    query's transaction, until the cursor runs its next statement.  A thread
+    that reads once and then goes quiet would keep that transaction open for
+    good: DuckDB then cannot checkpoint (the WAL grows past
+    ``checkpoint_threshold``) and keeps every later commit's undo data in
+    memory.  ``fetchall()`` completes the query and ends its transaction.
+    """
+    rows = cur.execute(sql, params).fetchall()
+    return tuple(rows[0]) if rows else None
+
+
 def _ts_array(values: Sequence[float | None]) -> pa.Array:
     if None not in values:  # one numpy pass: round(ts * 1e6) like _us
         micros = np.rint(np.asarray(values, dtype=np.float64) * 1_000_000).astype(np.int64)
@@ -595,17 +609,18 @@ class DuckDBStore:
         self.last_reembed = self._reembed(name, dim, progress)
 
     def _column_dim(self) -> int | None:
-        row = self._wcur.execute(
+        row = _one(
+            self._wcur,
             "SELECT data_type FROM information_schema.columns "
-            "WHERE table_name = 'memories' AND column_name = 'embedding'"
-        ).fetchone()
+            "WHERE table_name = 'memories' AND column_name = 'embedding'",
+        )
         if row is None:
             return None
         match = re.search(r"\[(\d+)\]", str(row[0]))
         return int(match.group(1)) if match else None
 
     def _count_all(self) -> int:
-        row = self._wcur.execute("SELECT count(*) FROM memories").fetchone()
+        row = _one(self._wcur, "SELECT count(*) FROM memories")
         return int(row[0]) if row else 0
 
     def _set_embedding_column(self, dim: int) -> None:
@@ -639,7 +654,7 @@ class DuckDBStore:
         return np.ascontiguousarray(flat, dtype=np.float32).reshape(n, self._dim)
 
     def _count_live(self) -> int:
-        row = self._wcur.execute(f"SELECT count(*) FROM memories WHERE {_LIVE}").fetchone()
+        row = _one(self._wcur, f"SELECT count(*) FROM memories WHERE {_LIVE}")
         return int(row[0]) if row else 0
 
     # -- embedding ---------------------------------------------------------------------
@@ -885,7 +900,7 @@ class DuckDBStore:
         return [r for r in results if r is not None]
 
     def _exists(self, mid: str) -> bool:
-        row = self._wcur.execute("SELECT 1 FROM memories WHERE id = ?", [mid]).fetchone()
+        row = _one(self._wcur, "SELECT 1 FROM memories WHERE id = ?", [mid])
         return row is not None
 
     def _absorb(self, target: MemoryRecord, item: NewMemory) -> MemoryRecord:
@@ -1433,13 +1448,10 @@ class DuckDBStore:
             raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
         where, params = _scope_sql(namespace)
         live = "" if include_deleted else f" AND {_LIVE}"
-        row = (
-            self._reader()
-            .execute(
-                f"SELECT {_SELECT} FROM memories WHERE id = ? AND {where}{live}",
-                [memory_id, *params],
-            )
-            .fetchone()
+        row = _one(
+            self._reader(),
+            f"SELECT {_SELECT} FROM memories WHERE id = ? AND {where}{live}",
+            [memory_id, *params],
         )
         if row is None:
             return None
@@ -1496,11 +1508,7 @@ class DuckDBStore:
         where, params = _scope_sql(namespace)
         if not include_deleted:
             where += f" AND {_LIVE}"
-        row = (
-            self._reader()
-            .execute(f"SELECT count(*) FROM memories WHERE {where}", params)
-            .fetchone()
-        )
+        row = _one(self._reader(), f"SELECT count(*) FROM memories WHERE {where}", params)
         return int(row[0]) if row else 0
 
     def history(
@@ -2219,7 +2227,7 @@ class DuckDBStore:
         self.flush()
         where, params = _scope_sql(namespace)
         cur = self._reader()
-        total_row = cur.execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()
+        total_row = _one(cur, f"SELECT count(*) FROM memories WHERE {where}", params)
         total = int(total_row[0]) if total_row else 0
         reader = cur.execute(
             "SELECT id, user_id, agent_id, run_id, session_id, kind, content, content_hash, "

@@ -165,8 +165,8 @@ def _current_version(con: Any) -> int | None:
     }
     if "schema_version" not in tables:
         return None if "memories" not in tables else 1
-    row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 1
+    rows = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 1
 
 
 def ensure_schema(con: Any, dim: int, path: str) -> tuple[int, int]:

@@ -318,3 +318,33 @@ def test_reader_cursors_of_finished_threads_are_released(tmp_path: Path) -> None
             t.join()
         store.get(ns, mid)
         assert len(store._cursors) <= 2
+
+
+def test_reads_leave_no_open_transaction_behind(tmp_path: Path) -> None:
+    """Regression: ``get``/``count`` read with ``fetchone()``, which keeps an auto-commit
+    query's transaction open until that thread's cursor runs its next statement.  A
+    thread that read once and went quiet then blocked every checkpoint (the WAL grew
+    past its threshold) and kept later commits' undo data in memory."""
+    with DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(16)) as store:
+        ns = Namespace(user_id="u")
+        mid = store.add(ns, "first memory").id
+
+        def reads() -> None:  # a thread that reads once, then stays alive and idle
+            assert store.get(ns, "missing") is None
+            assert store.count(ns) == 1
+            assert store.get(ns, mid) is not None
+            done.set()
+            release.wait(10)
+
+        done, release = threading.Event(), threading.Event()
+        idle = threading.Thread(target=reads)
+        idle.start()
+        try:
+            assert done.wait(10)
+            store.add(ns, "a later write")  # commits after the idle reader's reads
+            store.update(ns, mid, content="first memory, changed")
+            with store._write_lock:
+                store._wcur.execute("CHECKPOINT")  # raises if another transaction is open
+        finally:
+            release.set()
+            idle.join()
