@@ -180,3 +180,28 @@ def test_offloads_are_copied_to_the_long_term_store(tmp_path: Path) -> None:
     assert ids and ids <= {str(r.metadata["offload_id"]) for r in copies}
     assert any("locker code is 1000" in r.content for r in copies)
     store.close()
+
+
+def test_clearing_the_context_drops_offloads_nothing_reaches(tmp_path: Path) -> None:
+    """Regression (soak): the offload map kept the originals of every past session,
+    so repeated sessions (add, compress, clear) grew it, and every session file,
+    without bound."""
+    with MemoryRuntime(session_dir=tmp_path, autocontext=CFG) as rt:
+        sizes = []
+        for _ in range(4):
+            rt.add(conversation(50))
+            rt.compress_now()
+            ids = [m.metadata["offload_id"] for m in rt.messages() if "offload_id" in m.metadata]
+            assert ids and rt.reload(ids[0])  # reachable while the summary is in context
+            rt.clear()
+            wait_for(lambda: len(rt.state_dict()["autocontext"]["offloads"]) == 0)
+            with pytest.raises(OffloadNotFoundError):
+                rt.reload(ids[0])
+            sizes.append(len(rt.state_dict()["autocontext"]["offloads"]))
+        assert sizes == [0, 0, 0, 0]
+        # Offloads the working context still reaches survive a clear that came before them.
+        rt.add(conversation(50))
+        rt.compress_now()
+        ids = [m.metadata["offload_id"] for m in rt.messages() if "offload_id" in m.metadata]
+        assert ids and all(rt.reload(i) for i in ids)
+        assert rt.history()[0].id != rt.messages()[0].id  # expanded from the offload

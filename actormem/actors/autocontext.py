@@ -16,7 +16,9 @@ waits for it:
 Every replaced message is kept in the offload map (id -> originals), which
 is this actor's saved state: ``reload(offload_id)`` returns them, and
 :meth:`history` rebuilds the full original conversation by expanding
-summaries and offload references recursively.
+summaries and offload references recursively.  When the short-term memory
+is cleared, the offloads that no remaining working message reaches are
+dropped, so the map holds the current conversation, not every past one.
 
 A pass that cannot reach the budget says why (``CompressionSkipped``) and
 is not retried until the context has grown by 10% or 10 messages.
@@ -166,9 +168,14 @@ class AutoContextActor(SupervisedActor):
                     self._tokens += self._counter.count_msgs([msg])
                 self._check()
                 return None
-            case MessagesReplaced() | MessagesDeleted() | MemoryCleared():
+            case MessagesReplaced() | MessagesDeleted():
                 self._dirty = True
                 self._hold_until = None
+                return None
+            case MemoryCleared():
+                self._dirty = True
+                self._hold_until = None
+                self._drop_unreachable_offloads()
                 return None
             case CompressNow():
                 return self._run_pass()
@@ -339,6 +346,26 @@ class AutoContextActor(SupervisedActor):
                 "ids look like the one quoted in the summary or offload reference)"
             )
         return list(self._offloads[oid])
+
+    def _drop_unreachable_offloads(self) -> None:
+        """Forget the originals that no working message leads to any more.
+
+        Called when the short-term memory is cleared (a session ends): the
+        summaries and references that pointed at those offloads are gone, so
+        the map would otherwise keep every message of every past session for
+        the life of the runtime (and write them into every session save).  The
+        offloads the current working messages still reach (transitively) stay;
+        with a long-term store, each offload was copied there when it was made.
+        """
+        if not self._offloads:
+            return
+        _, msgs = self._stm.ask(GetMessages())
+        reachable: set[str] = set()
+        self._expand(msgs, reachable)
+        dropped = len(self._offloads) - len(reachable)
+        if dropped:
+            self._offloads = {k: v for k, v in self._offloads.items() if k in reachable}
+            log.debug("compress.offloads_dropped", dropped=dropped, kept=len(self._offloads))
 
     def _expand(self, msgs: list[Msg], seen: set[str]) -> list[Msg]:
         out: list[Msg] = []
