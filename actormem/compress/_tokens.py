@@ -144,18 +144,25 @@ class EstimateTokenCounter:
     fewer tokens for the same text, so for those the estimate errs on the
     safe side (it over-counts).  Cost: about 150 ms per MB of new text.
 
-    Counts of individual text strings are cached (bounded), so recounting the
-    same messages on every compression pass is cheap.
+    Counts of individual text strings are cached, so recounting the same
+    messages on every compression pass is cheap.  The cache is bounded both in
+    entries and in the characters of the texts it keeps alive (its keys would
+    otherwise hold on to every message, summary and transcript ever counted);
+    when either bound is reached it starts over.
 
     Args:
         cache_size: the maximum number of cached string counts.
+        cache_chars: the maximum total length of the cached texts; a text longer
+            than a quarter of it is counted but not cached.
     """
 
     name = "estimate"
 
-    def __init__(self, *, cache_size: int = 200_000) -> None:
+    def __init__(self, *, cache_size: int = 200_000, cache_chars: int = 8_000_000) -> None:
         self._cache: dict[str, int] = {}
         self._cache_size = cache_size
+        self._cache_chars = cache_chars
+        self._cached_chars = 0
 
     def count(self, text: str) -> int:
         """Return the estimated number of tokens of ``text``.
@@ -172,9 +179,14 @@ class EstimateTokenCounter:
         if cached is not None:
             return cached
         n = max(1, round(_estimate(text)))
-        if len(self._cache) >= self._cache_size:
+        size = len(text)
+        if size * 4 > self._cache_chars:
+            return n
+        if len(self._cache) >= self._cache_size or self._cached_chars + size > self._cache_chars:
             self._cache.clear()
+            self._cached_chars = 0
         self._cache[text] = n
+        self._cached_chars += size
         return n
 
     def count_msgs(self, msgs: Sequence[Msg]) -> int:

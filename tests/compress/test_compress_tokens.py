@@ -138,3 +138,17 @@ def test_tokenizer_counter_accepts_callables_and_encoders() -> None:
         TokenizerCounter(42)
     with pytest.raises(TypeError, match="returned"):
         TokenizerCounter(lambda s: object()).count("x")
+
+
+def test_estimate_cache_is_bounded_in_entries_and_in_characters() -> None:
+    """The cache's keys keep the counted texts alive: it must not grow with the traffic."""
+    c = EstimateTokenCounter(cache_size=100, cache_chars=5_000)
+    counts = {}
+    for i in range(2_000):
+        text = f"message {i}: " + "word " * (i % 40)
+        counts[text] = c.count(text)
+        assert len(c._cache) <= 100
+        assert sum(map(len, c._cache)) <= 5_000
+    assert all(c.count(t) == n for t, n in counts.items())  # same answers, cached or not
+    big = "x " * 10_000  # longer than a quarter of the bound: counted, never cached
+    assert c.count(big) > 0 and big not in c._cache
