@@ -17,7 +17,14 @@ if TYPE_CHECKING:
 
     from actormem.messages import Msg
 
-__all__ = ["ChatModel", "Embedder", "ModelError", "ModelTimeoutError", "ToolSpec"]
+__all__ = [
+    "ChatModel",
+    "Embedder",
+    "ModelError",
+    "ModelTimeoutError",
+    "ToolSpec",
+    "WordVectors",
+]
 
 #: A tool definition in the OpenAI function-calling format:
 #: ``{"type": "function", "function": {"name", "description", "parameters"}}``.
@@ -69,3 +76,18 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
+
+
+@runtime_checkable
+class WordVectors(Protocol):
+    """An embedder that can also embed single words (optional capability).
+
+    Static embedders (WordLlama) have one vector per token, so a word's vector
+    is cheap and meaningful; the store's second-stage *soft term match* uses
+    it to credit synonyms and other forms of a query word.  Embedders without
+    this method (remote models, the hash embedder) simply skip that stage.
+    """
+
+    def word_vectors(self, words: Sequence[str]) -> npt.NDArray[np.float32]:
+        """``(len(words), dim)`` L2-normalised vectors, one per word."""
+        ...

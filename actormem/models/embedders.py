@@ -185,6 +185,41 @@ class WordLlamaEmbedder:
         out = check_embeddings(np.asarray(raw), len(items), self.dim, source=self.name)
         return normalise_rows(out)
 
+    def word_vectors(self, words: Sequence[str]) -> FloatMatrix:
+        """One vector per word: the mean of its tokens' vectors, L2-normalised.
+
+        The same pooling as :meth:`embed`, applied to a single word, without
+        the padding and batching machinery (the tokenizer's BPE model is called
+        directly: a word is ``"\\u2581" + word`` after the tokenizer's normalizer,
+        and there is no pre-tokenizer).  About half a microsecond per word.
+
+        Args:
+            words: Words without spaces (any case; callers pass casefolded ones).
+
+        Returns:
+            ``(len(words), 256)`` float32 rows (zero for an empty word).
+        """
+        items = _check_texts(words)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = _load_wordllama()
+        tokenize = model.tokenizer.model.tokenize
+        ids: list[int] = []
+        starts: list[int] = []
+        for word in items:
+            starts.append(len(ids))
+            if word:
+                ids.extend(t.id for t in tokenize("\u2581" + word.replace(" ", "\u2581")))
+        table = model.embedding
+        counts = np.diff(np.asarray([*starts, len(ids)], dtype=np.int64))
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if ids:
+            rows = table[np.clip(np.asarray(ids, dtype=np.int64), 0, table.shape[0] - 1)]
+            nonempty = counts > 0
+            sums = np.add.reduceat(rows, np.asarray(starts, dtype=np.int64)[nonempty], axis=0)
+            out[nonempty] = sums / counts[nonempty, None]
+        return normalise_rows(out)
+
     def __repr__(self) -> str:
         return f"WordLlamaEmbedder(name={self.name!r}, dim={self.dim})"
 

@@ -70,6 +70,7 @@ from actormem.store._index import (
 )
 from actormem.store._protocol import ProgressCallback
 from actormem.store._relevance import DAY_SECONDS, RelevanceWeights, decayed_relevance, relevance
+from actormem.store._rerank import Reranker
 from actormem.store._schema import ensure_schema, read_meta, write_meta
 from actormem.store._types import (
     EmbedderMismatchError,
@@ -368,6 +369,7 @@ class DuckDBStore:
         self._near = near_duplicate_threshold
         self._max_memories = max_memories
         self._config = search_config or SearchConfig()
+        self._reranker = Reranker(embedder)
         self._weights = relevance_weights or RelevanceWeights()
         self._clock = clock
         self._closed = False
@@ -1556,7 +1558,9 @@ class DuckDBStore:
         """Hybrid keyword + vector search inside a namespace scope.
 
         Candidates are the top ``config.candidates`` of each retriever; they
-        are fused (see :class:`SearchConfig`) and blended with relevance.
+        are fused (see :class:`SearchConfig`) and blended with relevance, and
+        in hybrid mode the best ``config.rerank_depth`` are re-scored by the
+        second stage (soft term match, speaker match).
 
         Args:
             query: The text to look for.
@@ -1581,13 +1585,14 @@ class DuckDBStore:
             raise InvalidMemoryError(f"unknown search mode {mode!r}")
         cfg = config or self._config
         terms = tokenize(query)
+        rerank = self._reranker.prepare(query, cfg) if mode == "hybrid" else None
         qvec = self._embed([_query_text(query)])[0] if mode != "keyword" and query.strip() else None
         now = self._clock()
         # Row numbers are only valid until the next compaction of the index (a
         # write on another thread): score, touch and read the records under one lock.
         with self._index.lock:
             scored = self._index.search(
-                scope, terms, qvec, limit, filters, cfg, mode, now, self._weights
+                scope, terms, qvec, limit, filters, cfg, mode, now, self._weights, rerank
             )
             if not scored:
                 return []
@@ -1608,6 +1613,8 @@ class DuckDBStore:
                 cosine=s.cosine,
                 fused=s.fused,
                 relevance=s.relevance,
+                soft_match=s.soft_match,
+                speaker_match=s.speaker_match,
             )
             for s, rec in zip(scored, records, strict=True)
         ]

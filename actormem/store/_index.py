@@ -32,7 +32,7 @@ import re
 import threading
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import numpy as np
@@ -41,6 +41,9 @@ import structlog
 
 from actormem.store._relevance import RelevanceWeights, relevance
 from actormem.store._types import MemoryRecord, Namespace, SearchConfig, SearchFilters, SearchMode
+
+if TYPE_CHECKING:
+    from actormem.store._rerank import QueryRerank
 
 __all__ = ["STOPWORDS", "MemoryIndex", "Prepared", "Scored", "prepare", "tokenize"]
 
@@ -203,6 +206,8 @@ class Scored(msgspec.Struct, frozen=True):
     cosine: float
     fused: float
     relevance: float
+    soft_match: float = 0.0
+    speaker_match: float = 0.0
 
 
 class _Interner:
@@ -847,10 +852,12 @@ class MemoryIndex:
         mode: SearchMode,
         now: float,
         weights: RelevanceWeights,
+        rerank: QueryRerank | None = None,
     ) -> list[Scored]:
         """Score the memories in scope and return the best ``limit``.
 
-        See :class:`SearchConfig` for the fusion formulas.
+        See :class:`SearchConfig` for the fusion formulas; ``rerank`` is the
+        optional second stage (hybrid mode).
         """
         with self._lock:
             rows = self._scope_rows(namespace, filters)
@@ -921,7 +928,17 @@ class MemoryIndex:
             )
             rw = config.relevance_weight
             final = (1.0 - rw) * fused + rw * rel
-            order = np.argsort(-final, kind="stable")[:limit]
+            ranked = np.argsort(-final, kind="stable")
+            order = ranked[:limit]
+            soft = speaker = None
+            if rerank is not None and cos is not None and kw is not None:  # second stage
+                top = ranked[: max(limit, rerank.depth)]
+                recs = [self._live_record(int(r)) for r in crow[top]]
+                top, r_fused, r_final, soft, speaker = rerank.apply(
+                    top, recs, fused, rel, wv + wk, self._doc_freq, self._n
+                )
+                order, fused, final = top[:limit], fused.copy(), final.copy()
+                fused[top], final[top] = r_fused, r_final
             return [
                 Scored(
                     row=int(crow[i]),
@@ -930,8 +947,10 @@ class MemoryIndex:
                     cosine=float(c_cos[i]),
                     fused=float(fused[i]),
                     relevance=float(rel[i]),
+                    soft_match=0.0 if soft is None else float(soft[j]),
+                    speaker_match=0.0 if speaker is None else float(speaker[j]),
                 )
-                for i in order
+                for j, i in enumerate(order)
             ]
 
     def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
@@ -975,6 +994,16 @@ class MemoryIndex:
                 top = _top(self.cosine(rows, query), k)
             out: I64 = rows[top]
             return out
+
+    def _live_record(self, row: int) -> MemoryRecord:
+        rec = self._records[row]
+        assert rec is not None
+        return rec
+
+    def _doc_freq(self, term: str) -> int:
+        """Rows whose content holds ``term`` (killed rows included until compaction)."""
+        posting = self._postings.get(term)
+        return 0 if posting is None else len(posting[0])
 
     def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
         """Relevance of ``rows`` at ``now``."""

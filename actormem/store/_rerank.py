@@ -1,0 +1,358 @@
+"""Second stage of hybrid search: soft term matching and speaker matching.
+
+The first stage (BM25 + cosine, fused, see :class:`SearchConfig`) ranks the
+candidates; this module re-scores the best ``rerank_depth`` of them with two
+more signals in ``[0, 1]`` and folds them into the same normalised weighted
+sum (:func:`apply`):
+
+Soft term match (needs an embedder with word vectors, :class:`WordVectors`)
+    For each query term ``t`` (casefolded, stopwords dropped, one word per
+    BM25 term), ``m(t, d)`` is 1 when the memory ``d`` holds the same term
+    (after the BM25 stemmer), otherwise ``min(1, max(0, max_w cos(t, w)) /
+    soft_match_full)`` over the words ``w`` of ``d`` -- a ColBERT-like max-sim
+    with the static word vectors of the embedder (a word's vector is the mean
+    of its tokens').  The signal is the IDF-weighted mean
+    ``sum(idf(t) * m(t, d)) / sum(idf(t))``, with BM25's IDF.  It credits
+    synonyms and other word forms that BM25 misses ("movies" ~ "film", "kids"
+    ~ "children", "married" ~ "wedding") while an exact match keeps full
+    weight; unrelated words have cosines near 0.
+
+Speaker match
+    A memory's *speaker* is its metadata ``"speaker"`` (a string) or else the
+    ``"Name: "`` prefix of its content (how conversation turns are stored,
+    e.g. ``render_turn``'s ``"user: ..."``), of one to three words.  The
+    signal is 1 when every word of the speaker's name is a word of the query:
+    a question about Nate is most often answered by something Nate said.
+
+A signal takes part only when it can say something for this query: the soft
+match when the embedder has word vectors and the query has terms, the
+speaker match when at least one reranked candidate's speaker is named.  So a
+store with a plain embedder and memories without speakers ranks exactly as
+the first stage does.
+
+Costs: word vectors are cached per word and each memory's word list per
+memory (both bounded, cleared when full), so a warm re-score of 50
+candidates is a few numpy calls.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.models.base import WordVectors
+from actormem.store._index import _TOKEN_RE, _term
+from actormem.store._types import MemoryRecord, SearchConfig
+
+__all__ = ["QueryRerank", "Reranker", "speaker_of"]
+
+log = structlog.get_logger(__name__)
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+
+_SPEAKER_RE: Final = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):(?:\s|$)")
+_WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
+_BLOCK: Final = 256
+
+
+def speaker_of(record: MemoryRecord) -> str | None:
+    """The speaker of a memory: metadata ``speaker`` or a ``"Name: "`` content prefix."""
+    meta = record.metadata.get("speaker") if record.metadata else None
+    if isinstance(meta, str) and meta.strip():
+        return meta.strip()
+    content = record.content
+    colon = content.find(":", 0, 48)
+    if colon < 1:
+        return None
+    m = _SPEAKER_RE.match(content, 0, colon + 2)
+    return m.group(1) if m else None
+
+
+class _Doc(msgspec.Struct, frozen=True):
+    """What the reranker keeps of one memory: word rows, term ids, speaker words."""
+
+    soft: bool
+    words: I32
+    terms: I32
+    speaker: tuple[str, ...]
+
+
+class Reranker:
+    """Per-store state of the second stage: the word-vector and memory caches.
+
+    Thread-safe (one internal lock); the store calls it under its index lock
+    anyway.
+    """
+
+    def __init__(
+        self,
+        embedder: object,
+        *,
+        max_words: int = 16_384,
+        max_docs: int = 16_384,
+    ) -> None:
+        """Create the reranker for the store's embedder.
+
+        Args:
+            embedder: The store's embedder; soft term matching is on only when
+                it implements :class:`~actormem.models.base.WordVectors`.
+            max_words: Word vectors cached (about ``max_words * dim * 4``
+                bytes); all caches are cleared before a search once it is
+                reached (one search may overshoot it by its own new words).
+            max_docs: Memories whose word lists are cached (LRU).
+        """
+        self._wv: Callable[[Sequence[str]], F32] | None = (
+            embedder.word_vectors if isinstance(embedder, WordVectors) else None
+        )
+        self._max_words = max(16, max_words)
+        self._max_docs = max(16, max_docs)
+        self._lock = threading.Lock()
+        self._vocab: dict[str, int] = {}
+        self._vecs: F32 = np.zeros((0, 0), dtype=np.float32)
+        self._term_ids: dict[str, int] = {}
+        self._docs: OrderedDict[tuple[str, str], _Doc] = OrderedDict()
+        self._warned = False
+
+    @property
+    def has_word_vectors(self) -> bool:
+        """Whether the embedder offers word vectors (soft term matching possible)."""
+        return self._wv is not None
+
+    def prepare(self, query: str, config: SearchConfig) -> QueryRerank | None:
+        """The second stage for one query, or ``None`` when it has nothing to add."""
+        if config.rerank_depth <= 0:
+            return None
+        soft = config.soft_match_weight > 0 and self._wv is not None
+        speak = config.speaker_weight > 0
+        if not soft and not speak:
+            return None
+        words: list[str] = []
+        terms: list[str] = []
+        if soft:
+            for word in _TOKEN_RE.findall(query.casefold()):
+                term = _term(word)
+                if term and term not in terms:
+                    terms.append(term)
+                    words.append(word)
+            soft = bool(terms)
+        qwords = frozenset(_WORD_RE.findall(query.casefold())) if speak else frozenset()
+        if not soft and not qwords:
+            return None
+        return QueryRerank(self, words, terms, qwords, config, soft=soft)
+
+    # -- caches (under self._lock) ---------------------------------------------------
+
+    def _clear(self) -> None:
+        self._vocab.clear()
+        self._term_ids.clear()
+        self._docs.clear()
+        self._vecs = np.zeros((0, 0), dtype=np.float32)
+
+    def _word_rows(self, words: Sequence[str]) -> list[int]:
+        """Rows of ``words`` in the vector table, embedding the new ones."""
+        vocab = self._vocab
+        new = [w for w in dict.fromkeys(words) if w not in vocab]
+        if new:
+            assert self._wv is not None
+            vecs = np.asarray(self._wv(new), dtype=np.float32)
+            start = len(vocab)
+            if self._vecs.shape[0] < start + len(new):
+                cap = max(256, min(2 * (start + len(new)), self._max_words), start + len(new))
+                grown = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
+                if start:
+                    grown[:start] = self._vecs[:start]
+                self._vecs = grown
+            self._vecs[start : start + len(new)] = vecs
+            for i, w in enumerate(new):
+                vocab[w] = start + i
+        return [vocab[w] for w in words]
+
+    def _term_id(self, term: str) -> int:
+        found = self._term_ids.get(term)
+        if found is None:
+            found = self._term_ids[term] = len(self._term_ids)
+        return found
+
+    def _docs_of(self, records: Sequence[MemoryRecord], soft: bool) -> list[_Doc]:
+        """The cached views of ``records``, building the missing ones in one batch."""
+        cache = self._docs
+        out: list[_Doc | None] = []
+        todo: list[tuple[int, tuple[str, str], list[str], list[int], tuple[str, ...]]] = []
+        for i, rec in enumerate(records):
+            key = (rec.id, rec.content_hash)
+            doc = cache.get(key)
+            if doc is not None and (doc.soft or not soft):
+                cache.move_to_end(key)
+                out.append(doc)
+                continue
+            out.append(None)
+            speaker = speaker_of(rec)
+            spk = tuple(_WORD_RE.findall(speaker.casefold())) if speaker else ()
+            words: list[str] = []
+            terms: list[int] = []
+            if soft:
+                for word in dict.fromkeys(_TOKEN_RE.findall(rec.content.casefold())):
+                    term = _term(word)
+                    if term:
+                        words.append(word)
+                        terms.append(self._term_id(term))
+            todo.append((i, key, words, terms, spk))
+        if todo:
+            if soft:  # one embedder call for every new word of these memories
+                self._word_rows([w for item in todo for w in item[2]])
+            vocab = self._vocab
+            for i, key, words, terms, spk in todo:
+                doc = _Doc(
+                    soft=soft,
+                    words=np.asarray([vocab[w] for w in words], dtype=np.int32),
+                    terms=np.asarray(terms, dtype=np.int32),
+                    speaker=spk,
+                )
+                out[i] = cache[key] = doc
+            while len(cache) > self._max_docs:
+                cache.popitem(last=False)
+        return [d for d in out if d is not None]
+
+
+class QueryRerank:
+    """The second stage bound to one query (made by :meth:`Reranker.prepare`)."""
+
+    def __init__(
+        self,
+        owner: Reranker,
+        words: list[str],
+        terms: list[str],
+        query_words: frozenset[str],
+        config: SearchConfig,
+        *,
+        soft: bool,
+    ) -> None:
+        self._owner = owner
+        self._words = words
+        self._terms = terms
+        self._qwords = query_words
+        self._config = config
+        self._soft = soft
+
+    @property
+    def depth(self) -> int:
+        """How many of the best first-stage candidates are re-scored."""
+        return self._config.rerank_depth
+
+    def signals(
+        self, records: Sequence[MemoryRecord], doc_freq: Callable[[str], int], n_docs: int
+    ) -> tuple[F64 | None, F64 | None]:
+        """Soft term match and speaker match of ``records`` (``None``: not applicable)."""
+        owner = self._owner
+        with owner._lock:
+            if len(owner._vocab) >= owner._max_words:
+                owner._clear()
+            docs = owner._docs_of(records, self._soft)
+            soft: F64 | None = None
+            if self._soft:
+                qrows = owner._word_rows(self._words)
+                qterms = np.asarray([owner._term_id(t) for t in self._terms], dtype=np.int32)
+                soft = self._soft_scores(docs, owner._vecs, qrows, qterms, doc_freq, n_docs)
+        speaker: F64 | None = None
+        if self._qwords:
+            qw = self._qwords
+            named: dict[tuple[str, ...], bool] = {(): False}
+            match = np.zeros(len(docs), dtype=np.float64)
+            for i, d in enumerate(docs):
+                hit = named.get(d.speaker)
+                if hit is None:
+                    hit = named[d.speaker] = all(w in qw for w in d.speaker)
+                if hit:
+                    match[i] = 1.0
+            if match.any():
+                speaker = match
+        return soft, speaker
+
+    def _soft_scores(
+        self,
+        docs: Sequence[_Doc],
+        table: F32,
+        qrows: list[int],
+        qterms: I32,
+        doc_freq: Callable[[str], int],
+        n_docs: int,
+    ) -> F64:
+        n = max(n_docs, 1)
+        idf = np.zeros(len(self._terms), dtype=np.float64)
+        for i, term in enumerate(self._terms):  # BM25's IDF
+            df = min(doc_freq(term), n)
+            idf[i] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        lengths = np.fromiter((d.words.size for d in docs), dtype=np.int64, count=len(docs))
+        out = np.zeros(len(docs), dtype=np.float64)
+        total = int(lengths.sum())
+        if total == 0 or idf.sum() <= 0:
+            return out
+        rows = np.concatenate([d.words for d in docs])
+        dterms = np.concatenate([d.terms for d in docs])
+        words = table[rows]
+        qmat = np.ascontiguousarray(table[np.asarray(qrows, dtype=np.int64)].T)
+        # Small blocks: a large or transposed operand sends OpenBLAS to its
+        # threaded path, which costs milliseconds on a busy two-core machine.
+        sims = np.empty((rows.size, qmat.shape[1]), dtype=np.float32)
+        for i in range(0, rows.size, _BLOCK):
+            np.matmul(words[i : i + _BLOCK], qmat, out=sims[i : i + _BLOCK])
+        sims /= np.float32(self._config.soft_match_full)
+        sims[dterms[:, None] == qterms[None, :]] = 1.0
+        has = lengths > 0
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[has]
+        best = np.clip(np.maximum.reduceat(sims, starts, axis=0), 0.0, 1.0)
+        out[has] = best.astype(np.float64) @ idf / idf.sum()
+        return out
+
+    def apply(
+        self,
+        order: I64,
+        records: Sequence[MemoryRecord],
+        fused: F64,
+        relevance: F64,
+        base_weight: float,
+        doc_freq: Callable[[str], int],
+        n_docs: int,
+    ) -> tuple[I64, F64, F64, F64 | None, F64 | None]:
+        """Re-score the candidates ``order`` (best first-stage ones, ``records`` theirs).
+
+        ``fused`` and ``relevance`` are the first stage's values of all candidates;
+        ``base_weight`` is the weight behind ``fused`` (``vector_weight +
+        keyword_weight`` of the retrievers used).  Returns the new order of
+        ``order``'s candidates, their new fused and final scores, and the soft and
+        speaker signals (``None`` when a signal did not apply).
+        """
+        cfg = self._config
+        soft, speaker = self.signals(records, doc_freq, n_docs)
+        sub_fused = fused[order]
+        num = base_weight * sub_fused
+        den = base_weight
+        if soft is not None:
+            num = num + cfg.soft_match_weight * soft
+            den += cfg.soft_match_weight
+        if speaker is not None:
+            num = num + cfg.speaker_weight * speaker
+            den += cfg.speaker_weight
+        new_fused = num / den if den > 0 else sub_fused
+        rw = cfg.relevance_weight
+        final = (1.0 - rw) * new_fused + rw * relevance[order]
+        resort = np.argsort(-final, kind="stable")
+        return (
+            order[resort],
+            new_fused[resort],
+            final[resort],
+            None if soft is None else soft[resort],
+            None if speaker is None else speaker[resort],
+        )

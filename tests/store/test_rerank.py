@@ -1,0 +1,226 @@
+"""The second stage of hybrid search: soft term matching and speaker matching."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actormem.models.base import WordVectors
+from actormem.models.embedders import HashEmbedder, OpenAIEmbedder, WordLlamaEmbedder
+from actormem.store import (
+    DuckDBStore,
+    InvalidMemoryError,
+    Namespace,
+    NewMemory,
+    SearchConfig,
+)
+from actormem.store._rerank import Reranker, speaker_of
+from actormem.store._types import MemoryRecord
+
+
+def _now() -> float:
+    return 1_700_000_000.0
+
+
+OFF = SearchConfig(soft_match_weight=0.0, speaker_weight=0.0)
+NS = Namespace(user_id="u")
+
+FILMS = [
+    "We watched a great film with the children on Saturday",
+    "The night bus was late again",
+    "I paid the electricity bill",
+    "My sister moved to Lisbon",
+    "The printer on the second floor is broken",
+]
+
+
+@pytest.fixture(scope="module")
+def wordllama() -> WordLlamaEmbedder:
+    return WordLlamaEmbedder()
+
+
+@pytest.fixture
+def wl_store(tmp_path: Path, wordllama: WordLlamaEmbedder) -> Iterator[DuckDBStore]:
+    with DuckDBStore(
+        tmp_path / "wl.duckdb",
+        embedder=wordllama,
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+        clock=_now,
+    ) as store:
+        yield store
+
+
+def _hash_store(tmp_path: Path, name: str = "h") -> DuckDBStore:
+    return DuckDBStore(
+        tmp_path / f"{name}.duckdb",
+        embedder=HashEmbedder(64),
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+        clock=_now,
+    )
+
+
+def _record(content: str, **meta: Any) -> MemoryRecord:
+    return MemoryRecord(
+        id=content[:20],
+        namespace=NS,
+        kind="episode",
+        content=content,
+        content_hash=content[:20],
+        importance=0.5,
+        metadata=meta,
+    )
+
+
+def test_wordllama_word_vectors_pool_like_embed(wordllama: WordLlamaEmbedder) -> None:
+    words = ["painting", "karendor", "x"]
+    vecs = wordllama.word_vectors(words)
+    assert vecs.shape == (3, 256) and vecs.dtype == np.float32
+    np.testing.assert_allclose(vecs, wordllama.embed(words), atol=1e-5)
+    assert np.abs(wordllama.word_vectors([""])).sum() == 0
+    assert wordllama.word_vectors([]).shape == (0, 256)
+
+
+def test_only_static_embedders_offer_word_vectors(wordllama: WordLlamaEmbedder) -> None:
+    assert isinstance(wordllama, WordVectors)
+    assert not isinstance(HashEmbedder(16), WordVectors)
+    with OpenAIEmbedder(model="m", dim=8, base_url="http://127.0.0.1:9") as remote:
+        assert not isinstance(remote, WordVectors)
+        assert not Reranker(remote).has_word_vectors
+
+
+def test_soft_match_ranks_a_synonym_above_an_exact_but_unrelated_word(
+    wl_store: DuckDBStore,
+) -> None:
+    wl_store.add_many(NS, FILMS)
+    query = "movie night with the kids"
+    first = wl_store.search(query, NS, limit=3, config=OFF, touch=False)
+    assert first[0].memory.content == FILMS[1]  # BM25 matches "night"
+    assert all(h.soft_match == 0 for h in first)
+    cfg = SearchConfig(soft_match_weight=2.0)
+    hits = wl_store.search(query, NS, limit=5, config=cfg, touch=False)
+    assert hits[0].memory.content == FILMS[0]  # film ~ movie, children ~ kids
+    soft = {h.memory.content: h.soft_match for h in hits}
+    assert soft[FILMS[0]] > 0.7
+    assert soft[FILMS[2]] < 0.3 and soft[FILMS[3]] < 0.3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_soft_match_signal_formula(wl_store: DuckDBStore) -> None:
+    wl_store.add_many(NS, FILMS)
+    cfg = SearchConfig(speaker_weight=0.0, relevance_weight=0.0)
+    hits = wl_store.search("film children", NS, limit=5, config=cfg, touch=False)
+    # both query terms occur verbatim in the first memory: a full match
+    assert hits[0].memory.content == FILMS[0]
+    assert hits[0].soft_match == pytest.approx(1.0)
+    best_bm25 = max(h.bm25 for h in hits)
+    for h in hits:
+        first = 0.5 * max(h.cosine, 0.0) + 0.5 * h.bm25 / best_bm25
+        assert h.fused == pytest.approx((first + 0.5 * h.soft_match) / 1.5, rel=1e-5)
+        assert h.score == pytest.approx(h.fused, rel=1e-6)
+
+
+def test_rerank_off_is_the_first_stage(wl_store: DuckDBStore) -> None:
+    wl_store.add_many(NS, FILMS)
+    for cfg in (OFF, SearchConfig(rerank_depth=0)):
+        hits = wl_store.search("movie night", NS, limit=5, config=cfg, touch=False)
+        best_bm25 = max(h.bm25 for h in hits)
+        for h in hits:
+            expected = 0.5 * max(h.cosine, 0.0) + 0.5 * h.bm25 / best_bm25
+            assert h.fused == pytest.approx(expected, rel=1e-5)
+            assert h.soft_match == 0 and h.speaker_match == 0
+
+
+def test_keyword_and_vector_modes_are_not_reranked(wl_store: DuckDBStore) -> None:
+    wl_store.add_many(NS, FILMS)
+    for mode in ("keyword", "vector"):
+        on = wl_store.search("movie night", NS, mode=mode, touch=False)
+        off = wl_store.search("movie night", NS, mode=mode, config=OFF, touch=False)
+        assert [(h.memory.id, h.score) for h in on] == [(h.memory.id, h.score) for h in off]
+        assert all(h.soft_match == 0 for h in on)
+
+
+def test_embedder_without_word_vectors_skips_the_soft_match(tmp_path: Path) -> None:
+    with _hash_store(tmp_path) as store:
+        store.add_many(NS, FILMS)
+        on = store.search("movie night with the kids", NS, touch=False)
+        off = store.search("movie night with the kids", NS, config=OFF, touch=False)
+        assert [(h.memory.id, h.score, h.fused) for h in on] == [
+            (h.memory.id, h.score, h.fused) for h in off
+        ]
+        assert all(h.soft_match == 0 for h in on)
+
+
+def test_speaker_of() -> None:
+    assert speaker_of(_record("Caroline: I went to the support group")) == "Caroline"
+    assert speaker_of(_record("user: what is the weather")) == "user"
+    assert speaker_of(_record("Mary Ann Lee: hi")) == "Mary Ann Lee"
+    assert speaker_of(_record("hi", speaker="Nate")) == "Nate"
+    for content in (
+        "no speaker here",
+        "see http://example.com",
+        "12: not a name",
+        "A long sentence that has a colon much later: here",
+    ):
+        assert speaker_of(_record(content)) is None
+
+
+def test_speaker_match_prefers_the_named_speakers_turns(tmp_path: Path) -> None:
+    with _hash_store(tmp_path) as store:
+        store.add_many(
+            NS,
+            [
+                NewMemory(content="Joanna: I adopted two turtles last week", id="j"),
+                NewMemory(content="Nate: I adopted two turtles last week", id="n"),
+                NewMemory(
+                    content="We adopted two turtles last week", id="m", metadata={"speaker": "Nate"}
+                ),
+            ],
+            dedup=False,
+        )
+        hits = store.search("Which turtles did Nate adopt?", NS, touch=False)
+        assert {h.memory.id for h in hits[:2]} == {"n", "m"}
+        assert hits[2].memory.id == "j"
+        assert [h.speaker_match for h in hits] == [1.0, 1.0, 0.0]
+        # nobody named: the signal is left out and the first stage decides
+        plain = store.search("Which turtles were adopted?", NS, touch=False)
+        off = store.search("Which turtles were adopted?", NS, config=OFF, touch=False)
+        assert [(h.memory.id, h.score) for h in plain] == [(h.memory.id, h.score) for h in off]
+
+
+def test_caches_are_bounded_and_do_not_change_results(
+    tmp_path: Path, wordllama: WordLlamaEmbedder
+) -> None:
+    texts = [f"Note {i}: the {w} meeting about project {i}" for i, w in enumerate(FILMS * 8)]
+    queries = ["film meeting", "bus project", "sister moved", "broken printer", "paid bill"]
+    with DuckDBStore(
+        tmp_path / "c.duckdb",
+        embedder=wordllama,
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+    ) as store:
+        store.add_many(NS, texts)
+        big = [[h.memory.id for h in store.search(q, NS, touch=False)] for q in queries]
+        small = Reranker(wordllama, max_words=16, max_docs=16)
+        store._reranker = small  # a tiny cache: cleared and evicted all the time
+        again = [[h.memory.id for h in store.search(q, NS, touch=False)] for q in queries * 2]
+        assert again == big * 2
+        assert len(small._docs) <= 16
+        assert len(small._vocab) < 16 + 200
+
+
+def test_search_config_validates_the_new_fields() -> None:
+    for bad in (
+        {"soft_match_weight": -1.0},
+        {"speaker_weight": float("nan")},
+        {"soft_match_full": 0.0},
+        {"soft_match_full": 1.5},
+        {"rerank_depth": -1},
+    ):
+        with pytest.raises(InvalidMemoryError):
+            SearchConfig(**bad)
