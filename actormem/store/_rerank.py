@@ -41,7 +41,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
@@ -100,7 +100,7 @@ class Reranker:
         self,
         embedder: object,
         *,
-        max_words: int = 16_384,
+        max_words: int = 32_768,
         max_docs: int = 16_384,
     ) -> None:
         """Create the reranker for the store's embedder.
@@ -108,9 +108,11 @@ class Reranker:
         Args:
             embedder: The store's embedder; soft term matching is on only when
                 it implements :class:`~actormem.models.base.WordVectors`.
-            max_words: Word vectors cached (about ``max_words * dim * 4``
-                bytes); all caches are cleared before a search once it is
-                reached (one search may overshoot it by its own new words).
+            max_words: Word vectors cached (``max_words * dim * 4`` bytes:
+                32 MiB for WordLlama at the default, reached only by stores
+                whose memories hold that many distinct words); all caches are
+                cleared before a search once it is reached (one search may
+                overshoot it by its own new words).
             max_docs: Memories whose word lists are cached (LRU).
         """
         self._wv: Callable[[Sequence[str]], F32] | None = (
@@ -119,7 +121,8 @@ class Reranker:
         self._max_words = max(16, max_words)
         self._max_docs = max(16, max_docs)
         self._lock = threading.Lock()
-        self._vocab: dict[str, int] = {}
+        self._info: dict[str, int] = {}
+        self._rows = 0
         self._vecs: F32 = np.zeros((0, 0), dtype=np.float32)
         self._term_ids: dict[str, int] = {}
         self._docs: OrderedDict[tuple[str, str], _Doc] = OrderedDict()
@@ -155,41 +158,58 @@ class Reranker:
     # -- caches (under self._lock) ---------------------------------------------------
 
     def _clear(self) -> None:
-        self._vocab.clear()
+        self._info.clear()
         self._term_ids.clear()
         self._docs.clear()
         self._vecs = np.zeros((0, 0), dtype=np.float32)
+        self._rows = 0
 
-    def _word_rows(self, words: Sequence[str]) -> list[int]:
-        """Rows of ``words`` in the vector table, embedding the new ones."""
-        vocab = self._vocab
-        new = [w for w in dict.fromkeys(words) if w not in vocab]
-        if new:
-            assert self._wv is not None
-            vecs = np.asarray(self._wv(new), dtype=np.float32)
-            start = len(vocab)
-            if self._vecs.shape[0] < start + len(new):
-                cap = max(256, min(2 * (start + len(new)), self._max_words), start + len(new))
-                grown = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
-                if start:
-                    grown[:start] = self._vecs[:start]
-                self._vecs = grown
-            self._vecs[start : start + len(new)] = vecs
-            for i, w in enumerate(new):
-                vocab[w] = start + i
-        return [vocab[w] for w in words]
+    def _resolve(self, words: Iterable[str]) -> None:
+        """Make ``self._info`` know ``words``: one embedder call for the new ones.
 
-    def _term_id(self, term: str) -> int:
-        found = self._term_ids.get(term)
-        if found is None:
-            found = self._term_ids[term] = len(self._term_ids)
-        return found
+        ``_info[word]`` is ``row << 32 | term_id`` (its vector's row and its
+        BPE term's id), or -1 for a stopword.
+        """
+        info = self._info
+        new = [w for w in words if w not in info]
+        if not new:
+            return
+        keep: list[str] = []
+        term_ids = self._term_ids
+        tids: list[int] = []
+        for word in new:
+            term = _term(word)
+            if not term:
+                info[word] = -1
+                continue
+            tid = term_ids.get(term)
+            if tid is None:
+                tid = term_ids[term] = len(term_ids)
+            keep.append(word)
+            tids.append(tid)
+        if not keep:
+            return
+        assert self._wv is not None
+        vecs = np.asarray(self._wv(keep), dtype=np.float32)
+        start = self._rows
+        end = start + len(keep)
+        if self._vecs.shape[0] < end:
+            cap = max(256, min(2 * end, self._max_words), end)
+            grown = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
+            if start:
+                grown[:start] = self._vecs[:start]
+            self._vecs = grown
+        self._vecs[start:end] = vecs
+        for offset, (word, tid) in enumerate(zip(keep, tids, strict=True)):
+            info[word] = (start + offset) << 32 | tid
+        self._rows = end
 
     def _docs_of(self, records: Sequence[MemoryRecord], soft: bool) -> list[_Doc]:
         """The cached views of ``records``, building the missing ones in one batch."""
         cache = self._docs
         out: list[_Doc | None] = []
-        todo: list[tuple[int, tuple[str, str], list[str], list[int], tuple[str, ...]]] = []
+        todo: list[tuple[int, tuple[str, str], list[str], tuple[str, ...]]] = []
+        seen: set[str] = set()
         for i, rec in enumerate(records):
             key = (rec.id, rec.content_hash)
             doc = cache.get(key)
@@ -200,30 +220,39 @@ class Reranker:
             out.append(None)
             speaker = speaker_of(rec)
             spk = tuple(_WORD_RE.findall(speaker.casefold())) if speaker else ()
-            words: list[str] = []
-            terms: list[int] = []
+            words = list(dict.fromkeys(_TOKEN_RE.findall(rec.content.casefold()))) if soft else []
+            seen.update(words)
+            todo.append((i, key, words, spk))
+        if not todo:
+            return [d for d in out if d is not None]
+        if soft:
+            self._resolve(seen)
+        info = self._info
+        empty = np.zeros(0, dtype=np.int32)
+        for i, key, words, spk in todo:
             if soft:
-                for word in dict.fromkeys(_TOKEN_RE.findall(rec.content.casefold())):
-                    term = _term(word)
-                    if term:
-                        words.append(word)
-                        terms.append(self._term_id(term))
-            todo.append((i, key, words, terms, spk))
-        if todo:
-            if soft:  # one embedder call for every new word of these memories
-                self._word_rows([w for item in todo for w in item[2]])
-            vocab = self._vocab
-            for i, key, words, terms, spk in todo:
+                packed = np.fromiter(map(info.__getitem__, words), dtype=np.int64, count=len(words))
+                packed = packed[packed >= 0]
                 doc = _Doc(
-                    soft=soft,
-                    words=np.asarray([vocab[w] for w in words], dtype=np.int32),
-                    terms=np.asarray(terms, dtype=np.int32),
+                    soft=True,
+                    words=(packed >> 32).astype(np.int32),
+                    terms=(packed & 0xFFFFFFFF).astype(np.int32),
                     speaker=spk,
                 )
-                out[i] = cache[key] = doc
-            while len(cache) > self._max_docs:
-                cache.popitem(last=False)
+            else:
+                doc = _Doc(soft=False, words=empty, terms=empty, speaker=spk)
+            out[i] = cache[key] = doc
+        while len(cache) > self._max_docs:
+            cache.popitem(last=False)
         return [d for d in out if d is not None]
+
+    def _query_rows(self, words: Sequence[str]) -> tuple[list[int], I32]:
+        """Vector rows and term ids of the query's (non-stopword) words."""
+        self._resolve(words)
+        packed = [self._info[w] for w in words]
+        rows = [p >> 32 for p in packed]
+        terms = np.asarray([p & 0xFFFFFFFF for p in packed], dtype=np.int32)
+        return rows, terms
 
 
 class QueryRerank:
@@ -257,13 +286,12 @@ class QueryRerank:
         """Soft term match and speaker match of ``records`` (``None``: not applicable)."""
         owner = self._owner
         with owner._lock:
-            if len(owner._vocab) >= owner._max_words:
+            if owner._rows >= owner._max_words:
                 owner._clear()
             docs = owner._docs_of(records, self._soft)
             soft: F64 | None = None
             if self._soft:
-                qrows = owner._word_rows(self._words)
-                qterms = np.asarray([owner._term_id(t) for t in self._terms], dtype=np.int32)
+                qrows, qterms = owner._query_rows(self._words)
                 soft = self._soft_scores(docs, owner._vecs, qrows, qterms, doc_freq, n_docs)
         speaker: F64 | None = None
         if self._qwords:

@@ -211,7 +211,7 @@ def test_caches_are_bounded_and_do_not_change_results(
         again = [[h.memory.id for h in store.search(q, NS, touch=False)] for q in queries * 2]
         assert again == big * 2
         assert len(small._docs) <= 16
-        assert len(small._vocab) < 16 + 200
+        assert small._rows < 16 + 200
 
 
 def test_search_config_validates_the_new_fields() -> None:
