@@ -8,8 +8,8 @@ and session in the metadata.  Every question of categories 1-4 is asked, and
 we report the mean share of its evidence turns found in the top 1/5/10/20 for
 keyword-only (BM25), vector-only (WordLlama cosine) and hybrid search, plus a
 few fusion variants: ``hybrid_first_stage`` is hybrid without the second stage
-(soft term and speaker matching, see ``SearchConfig``), the ``_only`` rows
-keep one of its two signals.  ``benchmarks/tune_locomo.py`` tunes the second
+(soft term, speaker and time matching, see ``SearchConfig``), the ``_no_``
+rows leave one of its three signals out.  ``benchmarks/tune_locomo.py`` tunes the second
 stage's weights with held-out conversations.
 
 Turns are stored with ``dedup=False``: two different turns that say "Thanks!"
@@ -50,9 +50,10 @@ VARIANTS: dict[str, tuple[SearchMode, SearchConfig | None]] = {
     "keyword_b0.75": ("keyword", SearchConfig(bm25_b=0.75)),
     "vector": ("vector", None),
     "hybrid": ("hybrid", None),
-    "hybrid_first_stage": ("hybrid", SearchConfig(soft_match_weight=0.0, speaker_weight=0.0)),
-    "hybrid_soft_match_only": ("hybrid", SearchConfig(speaker_weight=0.0)),
-    "hybrid_speaker_only": ("hybrid", SearchConfig(soft_match_weight=0.0)),
+    "hybrid_first_stage": ("hybrid", SearchConfig(rerank_depth=0)),
+    "hybrid_no_soft_match": ("hybrid", SearchConfig(soft_match_weight=0.0)),
+    "hybrid_no_speaker": ("hybrid", SearchConfig(speaker_weight=0.0)),
+    "hybrid_no_time": ("hybrid", SearchConfig(time_weight=0.0)),
     "hybrid_no_relevance": ("hybrid", SearchConfig(relevance_weight=0.0)),
     "hybrid_rrf": ("hybrid", SearchConfig(method="rrf", relevance_weight=0.0)),
     "hybrid_kw0.3": (

@@ -2,7 +2,8 @@
 
 Every conversation of ``../shared/data/locomo_dev.json`` is loaded as in
 ``bench_locomo.py``; each setting of a small grid over ``soft_match_weight``,
-``speaker_weight`` and ``soft_match_full`` is scored on every conversation.
+``speaker_weight``, ``time_weight`` and ``soft_match_full`` is scored on every
+conversation.
 Then, leaving one conversation out at a time, the setting with the best mean
 recall@10 (ties: recall@5, then recall@1) on the other four is picked and
 measured on the one left out; the held-out figures are the question-weighted
@@ -33,7 +34,8 @@ __all__ = ["main"]
 GRID: dict[str, tuple[float, ...]] = {
     "soft_match_weight": (0.0, 0.25, 0.5, 0.75, 1.0),
     "speaker_weight": (0.0, 0.2, 0.4, 0.6),
-    "soft_match_full": (0.5, 0.6, 0.7, 0.8),
+    "time_weight": (0.0, 0.2, 0.4, 0.6),
+    "soft_match_full": (0.5, 0.6, 0.7),
 }
 
 Sums = dict[int, float]
@@ -93,7 +95,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = _settings()
     configs = [SearchConfig(**s) for s in settings] + [SearchConfig()]
     default = len(configs) - 1
-    first_stage = settings.index({**settings[0], "soft_match_weight": 0.0, "speaker_weight": 0.0})
+    first_stage = settings.index(
+        {**settings[0], "soft_match_weight": 0.0, "speaker_weight": 0.0, "time_weight": 0.0}
+    )
     per_conv = _score(data, configs)
     everyone = list(range(len(data)))
     held: Sums = dict.fromkeys(KS, 0.0)
@@ -125,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cells = " ".join(f"R@{k}={p['test'][k]:.3f}" for k in KS)
         print(
             f"held out {p['held_out']}: soft_match_weight={p['soft_match_weight']} "
-            f"speaker_weight={p['speaker_weight']} soft_match_full={p['soft_match_full']}  {cells}"
+            f"speaker_weight={p['speaker_weight']} time_weight={p['time_weight']} "
+            f"soft_match_full={p['soft_match_full']}  {cells}"
         )
     for name in ("held_out", "default_all", "first_stage_all"):
         print(f"{name:<16}", " ".join(f"{k}={v:.3f}" for k, v in result[name].items()))

@@ -1615,6 +1615,7 @@ class DuckDBStore:
                 relevance=s.relevance,
                 soft_match=s.soft_match,
                 speaker_match=s.speaker_match,
+                time_match=s.time_match,
             )
             for s, rec in zip(scored, records, strict=True)
         ]

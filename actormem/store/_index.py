@@ -208,6 +208,7 @@ class Scored(msgspec.Struct, frozen=True):
     relevance: float
     soft_match: float = 0.0
     speaker_match: float = 0.0
+    time_match: float = 0.0
 
 
 class _Interner:
@@ -930,15 +931,13 @@ class MemoryIndex:
             final = (1.0 - rw) * fused + rw * rel
             ranked = np.argsort(-final, kind="stable")
             order = ranked[:limit]
-            soft = speaker = None
+            extra = None
             if rerank is not None and cos is not None and kw is not None:  # second stage
                 top = ranked[: max(limit, rerank.depth)]
                 recs = [self._live_record(int(r)) for r in crow[top]]
-                top, r_fused, r_final, soft, speaker = rerank.apply(
-                    top, recs, fused, rel, wv + wk, self._doc_freq, self._n
-                )
-                order, fused, final = top[:limit], fused.copy(), final.copy()
-                fused[top], final[top] = r_fused, r_final
+                extra = rerank.apply(top, recs, fused, rel, wv + wk, self._doc_freq, self._n)
+                order, fused, final = extra.order[:limit], fused.copy(), final.copy()
+                fused[extra.order], final[extra.order] = extra.fused, extra.final
             return [
                 Scored(
                     row=int(crow[i]),
@@ -947,8 +946,9 @@ class MemoryIndex:
                     cosine=float(c_cos[i]),
                     fused=float(fused[i]),
                     relevance=float(rel[i]),
-                    soft_match=0.0 if soft is None else float(soft[j]),
-                    speaker_match=0.0 if speaker is None else float(speaker[j]),
+                    soft_match=0.0 if extra is None else float(extra.soft[j]),
+                    speaker_match=0.0 if extra is None else float(extra.speaker[j]),
+                    time_match=0.0 if extra is None else float(extra.time[j]),
                 )
                 for j, i in enumerate(order)
             ]

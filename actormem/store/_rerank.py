@@ -1,9 +1,9 @@
-"""Second stage of hybrid search: soft term matching and speaker matching.
+"""Second stage of hybrid search: soft term, speaker and time matching.
 
 The first stage (BM25 + cosine, fused, see :class:`SearchConfig`) ranks the
 candidates; this module re-scores the best ``rerank_depth`` of them with two
 more signals in ``[0, 1]`` and folds them into the same normalised weighted
-sum (:func:`apply`):
+sum (:meth:`QueryRerank.apply`):
 
 Soft term match (needs an embedder with word vectors, :class:`WordVectors`)
     For each query term ``t`` (casefolded, stopwords dropped, one word per
@@ -24,11 +24,18 @@ Speaker match
     signal is 1 when every word of the speaker's name is a word of the query:
     a question about Nate is most often answered by something Nate said.
 
+Time match
+    The query names calendar periods (:func:`query_periods`: "in June",
+    "October 13, 2023", "in 2023"); the signal is 1 for a memory whose
+    ``created_at`` (UTC) falls in one of them -- a month (of the given year,
+    if any) or a year.
+
 A signal takes part only when it can say something for this query: the soft
 match when the embedder has word vectors and the query has terms, the
-speaker match when at least one reranked candidate's speaker is named.  So a
-store with a plain embedder and memories without speakers ranks exactly as
-the first stage does.
+speaker match when at least one reranked candidate's speaker is named, the
+time match when the query names a period and it splits the candidates (some
+in it, some not).  So a store with a plain embedder and memories without
+speakers, asked without dates, ranks exactly as the first stage does.
 
 Costs: word vectors are cached per word and each memory's word list per
 memory (both bounded, cleared when full), so a warm re-score of 50
@@ -53,7 +60,7 @@ from actormem.models.base import WordVectors
 from actormem.store._index import _TOKEN_RE, _term
 from actormem.store._types import MemoryRecord, SearchConfig
 
-__all__ = ["QueryRerank", "Reranker", "speaker_of"]
+__all__ = ["QueryRerank", "Reranked", "Reranker", "query_periods", "speaker_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +72,47 @@ I64 = npt.NDArray[np.int64]
 _SPEAKER_RE: Final = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):(?:\s|$)")
 _WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
 _BLOCK: Final = 256
+_MONTH_NAMES: Final = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_MONTH_RE: Final = re.compile(
+    r"\b(?:(in|on|of|since|until|before|after|early|late|mid|during)\s+)?"
+    r"(" + "|".join(_MONTH_NAMES) + r")\b(?:\s+(\d{1,2})(?:st|nd|rd|th)?\b)?(?:,?\s+(\d{4})\b)?"
+)
+_YEAR_RE: Final = re.compile(r"\b(1[89]\d\d|2[01]\d\d)\b")
+
+
+def query_periods(query: str) -> tuple[tuple[int | None, int | None], ...]:
+    """The calendar periods a query names, as ``(year, month)`` pairs (``None``: any).
+
+    A capitalised English month name, optionally with a day and a year
+    ("in June", "October 13, 2023", "1 February, 2023") gives its month (of
+    that year when one is given); a year on its own ("in 2023") gives the
+    year.  "May" counts only with a day, a year or a preposition before it.
+    """
+    periods: list[tuple[int | None, int | None]] = []
+    taken: list[tuple[int, int]] = []
+    for m in _MONTH_RE.finditer(query):
+        prep, name, day, year = m.groups()
+        if name == "May" and not (prep or day or year):
+            continue
+        periods.append((int(year) if year else None, _MONTH_NAMES.index(name) + 1))
+        taken.append(m.span())
+    for m in _YEAR_RE.finditer(query):
+        if not any(a <= m.start() < b for a, b in taken):
+            periods.append((int(m.group(1)), None))
+    return tuple(dict.fromkeys(periods))
 
 
 def speaker_of(record: MemoryRecord) -> str | None:
@@ -87,6 +135,17 @@ class _Doc(msgspec.Struct, frozen=True):
     words: I32
     terms: I32
     speaker: tuple[str, ...]
+
+
+class Reranked(msgspec.Struct, frozen=True):
+    """The second stage's result: candidates re-sorted, with new scores and signals."""
+
+    order: I64
+    fused: F64
+    final: F64
+    soft: F64
+    speaker: F64
+    time: F64
 
 
 class Reranker:
@@ -139,7 +198,8 @@ class Reranker:
             return None
         soft = config.soft_match_weight > 0 and self._wv is not None
         speak = config.speaker_weight > 0
-        if not soft and not speak:
+        periods = query_periods(query) if config.time_weight > 0 else ()
+        if not soft and not speak and not periods:
             return None
         words: list[str] = []
         terms: list[str] = []
@@ -151,9 +211,9 @@ class Reranker:
                     words.append(word)
             soft = bool(terms)
         qwords = frozenset(_WORD_RE.findall(query.casefold())) if speak else frozenset()
-        if not soft and not qwords:
+        if not soft and not qwords and not periods:
             return None
-        return QueryRerank(self, words, terms, qwords, config, soft=soft)
+        return QueryRerank(self, words, terms, qwords, periods, config, soft=soft)
 
     # -- caches (under self._lock) ---------------------------------------------------
 
@@ -264,6 +324,7 @@ class QueryRerank:
         words: list[str],
         terms: list[str],
         query_words: frozenset[str],
+        periods: tuple[tuple[int | None, int | None], ...],
         config: SearchConfig,
         *,
         soft: bool,
@@ -272,6 +333,7 @@ class QueryRerank:
         self._words = words
         self._terms = terms
         self._qwords = query_words
+        self._periods = periods
         self._config = config
         self._soft = soft
 
@@ -282,8 +344,8 @@ class QueryRerank:
 
     def signals(
         self, records: Sequence[MemoryRecord], doc_freq: Callable[[str], int], n_docs: int
-    ) -> tuple[F64 | None, F64 | None]:
-        """Soft term match and speaker match of ``records`` (``None``: not applicable)."""
+    ) -> tuple[F64 | None, F64 | None, F64 | None]:
+        """Soft term, speaker and time match of ``records`` (``None``: not applicable)."""
         owner = self._owner
         with owner._lock:
             if owner._rows >= owner._max_words:
@@ -306,7 +368,24 @@ class QueryRerank:
                     match[i] = 1.0
             if match.any():
                 speaker = match
-        return soft, speaker
+        when: F64 | None = None
+        if self._periods:
+            when = self._time_match(records)
+        return soft, speaker, when
+
+    def _time_match(self, records: Sequence[MemoryRecord]) -> F64 | None:
+        created = np.fromiter((r.created_at for r in records), dtype=np.float64, count=len(records))
+        months = created.astype("datetime64[s]").astype("datetime64[M]").astype(np.int64)
+        year, month = months // 12 + 1970, months % 12 + 1
+        match = np.zeros(len(records), dtype=bool)
+        for y, m in self._periods:
+            hit = np.ones(len(records), dtype=bool)
+            if y is not None:
+                hit &= year == y
+            if m is not None:
+                hit &= month == m
+            match |= hit
+        return match.astype(np.float64) if match.any() and not match.all() else None
 
     def _soft_scores(
         self,
@@ -353,34 +432,36 @@ class QueryRerank:
         base_weight: float,
         doc_freq: Callable[[str], int],
         n_docs: int,
-    ) -> tuple[I64, F64, F64, F64 | None, F64 | None]:
+    ) -> Reranked:
         """Re-score the candidates ``order`` (best first-stage ones, ``records`` theirs).
 
-        ``fused`` and ``relevance`` are the first stage's values of all candidates;
-        ``base_weight`` is the weight behind ``fused`` (``vector_weight +
-        keyword_weight`` of the retrievers used).  Returns the new order of
-        ``order``'s candidates, their new fused and final scores, and the soft and
-        speaker signals (``None`` when a signal did not apply).
+        ``fused`` and ``relevance`` are the first stage's values of all
+        candidates; ``base_weight`` is the weight behind ``fused``
+        (``vector_weight + keyword_weight`` of the retrievers used).
         """
         cfg = self._config
-        soft, speaker = self.signals(records, doc_freq, n_docs)
+        soft, speaker, when = self.signals(records, doc_freq, n_docs)
         sub_fused = fused[order]
         num = base_weight * sub_fused
         den = base_weight
-        if soft is not None:
-            num = num + cfg.soft_match_weight * soft
-            den += cfg.soft_match_weight
-        if speaker is not None:
-            num = num + cfg.speaker_weight * speaker
-            den += cfg.speaker_weight
+        for weight, signal in (
+            (cfg.soft_match_weight, soft),
+            (cfg.speaker_weight, speaker),
+            (cfg.time_weight, when),
+        ):
+            if signal is not None:
+                num = num + weight * signal
+                den += weight
         new_fused = num / den if den > 0 else sub_fused
         rw = cfg.relevance_weight
         final = (1.0 - rw) * new_fused + rw * relevance[order]
         resort = np.argsort(-final, kind="stable")
-        return (
-            order[resort],
-            new_fused[resort],
-            final[resort],
-            None if soft is None else soft[resort],
-            None if speaker is None else speaker[resort],
+        zero = np.zeros(len(order), dtype=np.float64)
+        return Reranked(
+            order=order[resort],
+            fused=new_fused[resort],
+            final=final[resort],
+            soft=(zero if soft is None else soft)[resort],
+            speaker=(zero if speaker is None else speaker)[resort],
+            time=(zero if when is None else when)[resort],
         )

@@ -439,28 +439,34 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
       largest possible value so ``fused`` lies in ``[0, 1]``.
 
     Second stage (hybrid mode only, both methods): the best ``rerank_depth``
-    candidates by ``score`` are re-scored with two more signals in ``[0, 1]``
+    candidates by ``score`` are re-scored with three more signals in ``[0, 1]``
     (see :mod:`actormem.store._rerank`): ``soft`` -- the soft term match, the
     IDF-weighted share of query terms found in the memory exactly or as a
-    similar word by the embedder's word vectors -- and ``speaker`` -- 1 when
-    the query names the memory's speaker.  They join the weighted sum::
+    similar word by the embedder's word vectors --, ``speaker`` -- 1 when
+    the query names the memory's speaker -- and ``time`` -- 1 when the memory
+    was created in a month or year the query names.  They join the weighted
+    sum::
 
-        fused' = (W * fused + soft_match_weight * soft
-                  + speaker_weight * speaker) / (W + soft_match_weight + speaker_weight)
+        fused' = (W * fused + soft_match_weight * soft + speaker_weight * speaker
+                  + time_weight * time)
+                 / (W + soft_match_weight + speaker_weight + time_weight)
 
     with ``W = vector_weight + keyword_weight`` (for ``weighted`` this is the
-    same normalised weighted sum over four signals).  A signal that does not
+    same normalised weighted sum over all the signals).  A signal that does not
     apply to the query is left out of both sums: the soft match when the
     embedder has no word vectors (:class:`~actormem.models.base.WordVectors`;
     the bundled WordLlama has them, remote and hash embedders do not) or the
     query has no terms, the speaker match when no re-scored candidate's
-    speaker is named.  Then ``score`` is recomputed from ``fused'`` and the
-    re-scored candidates are re-sorted; at least ``limit`` candidates are
-    re-scored, so every hit's score comes from the same formula.
-    ``soft_match_weight=0`` and ``speaker_weight=0`` give the first stage
-    alone.  On LoCoMo (tuned on four conversations, measured on the fifth,
-    rotated) the second stage lifts hybrid recall@10 from 0.65 to 0.68 and
-    recall@1 from 0.35 to 0.39 (``benchmarks/bench_locomo.py``).
+    speaker is named, the time match when the query names no period or all
+    re-scored candidates are equally in or out of it.  Then ``score`` is
+    recomputed from ``fused'`` and the re-scored candidates are re-sorted; at
+    least ``limit`` candidates are re-scored, so every hit's score comes from
+    the same formula.
+    ``soft_match_weight=speaker_weight=time_weight=0`` (or
+    ``rerank_depth=0``) gives the first stage alone.  On LoCoMo the second
+    stage lifts hybrid recall@10 from 0.65 to 0.69 and recall@1 from 0.35
+    to 0.41 (``benchmarks/bench_locomo.py``; ``benchmarks/tune_locomo.py``
+    tunes the weights on four conversations and measures on the fifth).
 
     Attributes:
         method: ``weighted`` or ``rrf``.
@@ -480,6 +486,8 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
             term (lower cosines count proportionally; an exact term is 1).
         speaker_weight: Weight of the speaker match in the second stage (0
             turns it off).
+        time_weight: Weight of the time match in the second stage (0 turns
+            it off).
         rerank_depth: How many of the best first-stage candidates the second
             stage re-scores (at least ``limit``; 0 turns the stage off).
     """
@@ -495,6 +503,7 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     soft_match_weight: float = 0.5
     soft_match_full: float = 0.6
     speaker_weight: float = 0.4
+    time_weight: float = 0.4
     rerank_depth: int = 50
 
     def __post_init__(self) -> None:
@@ -508,6 +517,7 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
             "bm25_k1",
             "soft_match_weight",
             "speaker_weight",
+            "time_weight",
         ):
             value = getattr(self, name)
             if not _finite_number(value) or value < 0:
@@ -542,6 +552,8 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
             it did not run).
         speaker_match: 1.0 when the query names the memory's speaker and the
             second stage used that signal, else 0.0.
+        time_match: 1.0 when the memory was created in a month (or year)
+            the query names and the second stage used that signal, else 0.0.
     """
 
     memory: MemoryRecord
@@ -552,6 +564,7 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     relevance: float
     soft_match: float = 0.0
     speaker_match: float = 0.0
+    time_match: float = 0.0
 
 
 # -- reports ----------------------------------------------------------------------------

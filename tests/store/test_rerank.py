@@ -18,7 +18,7 @@ from actormem.store import (
     NewMemory,
     SearchConfig,
 )
-from actormem.store._rerank import Reranker, speaker_of
+from actormem.store._rerank import Reranker, query_periods, speaker_of
 from actormem.store._types import MemoryRecord
 
 
@@ -26,7 +26,7 @@ def _now() -> float:
     return 1_700_000_000.0
 
 
-OFF = SearchConfig(soft_match_weight=0.0, speaker_weight=0.0)
+OFF = SearchConfig(soft_match_weight=0.0, speaker_weight=0.0, time_weight=0.0)
 NS = Namespace(user_id="u")
 
 FILMS = [
@@ -133,7 +133,7 @@ def test_rerank_off_is_the_first_stage(wl_store: DuckDBStore) -> None:
         for h in hits:
             expected = 0.5 * max(h.cosine, 0.0) + 0.5 * h.bm25 / best_bm25
             assert h.fused == pytest.approx(expected, rel=1e-5)
-            assert h.soft_match == 0 and h.speaker_match == 0
+            assert h.soft_match == 0 and h.speaker_match == 0 and h.time_match == 0
 
 
 def test_keyword_and_vector_modes_are_not_reranked(wl_store: DuckDBStore) -> None:
@@ -221,6 +221,44 @@ def test_search_config_validates_the_new_fields() -> None:
         {"soft_match_full": 0.0},
         {"soft_match_full": 1.5},
         {"rerank_depth": -1},
+        {"time_weight": -0.1},
     ):
         with pytest.raises(InvalidMemoryError):
             SearchConfig(**bad)
+
+
+def test_query_periods() -> None:
+    assert query_periods("When did Melanie go camping in June?") == ((None, 6),)
+    assert query_periods("What did she paint on October 13, 2023?") == ((2023, 10),)
+    assert query_periods("What did Gina find on 1 February, 2023?") == ((2023, 2),)
+    assert query_periods("How often did we meet in 2023?") == ((2023, None),)
+    assert query_periods("What happened in May?") == ((None, 5),)
+    assert query_periods("May I ask what you did?") == ()
+    assert query_periods("what did we march for") == ()
+    assert query_periods("in March 2022 and in 2024") == ((2022, 3), (2024, None))
+
+
+def test_time_match_prefers_memories_of_the_named_month(tmp_path: Path) -> None:
+    june = 1_686_000_000.0  # 2023-06-05
+    july = 1_689_000_000.0  # 2023-07-10
+    with _hash_store(tmp_path) as store:
+        store.add_many(
+            NS,
+            [
+                NewMemory(content="went camping by the lake", id="jul", created_at=july),
+                NewMemory(content="went camping by the lake", id="jun", created_at=june),
+            ],
+            dedup=False,
+        )
+        hits = store.search("When did we go camping in June?", NS, touch=False)
+        assert [h.memory.id for h in hits] == ["jun", "jul"]
+        assert [h.time_match for h in hits] == [1.0, 0.0]
+        hits = store.search("When did we go camping in July 2023?", NS, touch=False)
+        assert [h.memory.id for h in hits] == ["jul", "jun"]
+        # a year both are in does not split them: the signal is left out
+        on = store.search("camping in 2023", NS, touch=False)
+        off = store.search("camping in 2023", NS, config=OFF, touch=False)
+        assert [(h.memory.id, h.score) for h in on] == [(h.memory.id, h.score) for h in off]
+        assert all(h.time_match == 0 for h in on)
+        cfg = SearchConfig(time_weight=0.0)
+        assert all(h.time_match == 0 for h in store.search("camping in June", NS, config=cfg))
