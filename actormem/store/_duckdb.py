@@ -1417,6 +1417,7 @@ class DuckDBStore:
         with self._write_lock:
             ids, n_hist = self._write_txn("forget", delete_all)
             self._index.remove(ids, purge=True)
+            self._reranker.clear()  # its caches hold words of the forgotten memories
             with self._touch_lock:
                 for mid in ids:
                     self._pending.pop(mid, None)
@@ -1560,7 +1561,7 @@ class DuckDBStore:
         Candidates are the top ``config.candidates`` of each retriever; they
         are fused (see :class:`SearchConfig`) and blended with relevance, and
         in hybrid mode the best ``config.rerank_depth`` are re-scored by the
-        second stage (soft term match, speaker match).
+        second stage (soft term, speaker and time match).
 
         Args:
             query: The text to look for.

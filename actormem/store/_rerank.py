@@ -15,7 +15,8 @@ Soft term match (needs an embedder with word vectors, :class:`WordVectors`)
     ``sum(idf(t) * m(t, d)) / sum(idf(t))``, with BM25's IDF.  It credits
     synonyms and other word forms that BM25 misses ("movies" ~ "film", "kids"
     ~ "children", "married" ~ "wedding") while an exact match keeps full
-    weight; unrelated words have cosines near 0.
+    weight; unrelated words have cosines near 0.  Words with digits (numbers,
+    dates, ids) match only exactly: "2022" is not half of "2023".
 
 Speaker match
     A memory's *speaker* is its metadata ``"speaker"`` (a string) or else the
@@ -181,11 +182,12 @@ class Reranker:
         self._max_docs = max(16, max_docs)
         self._lock = threading.Lock()
         self._info: dict[str, int] = {}
-        self._rows = 0
+        self._rows = 1  # row 0: the zero vector of words with digits
         self._vecs: F32 = np.zeros((0, 0), dtype=np.float32)
         self._term_ids: dict[str, int] = {}
         self._docs: OrderedDict[tuple[str, str], _Doc] = OrderedDict()
-        self._warned = False
+        if self._wv is None:
+            log.debug("rerank.no_word_vectors", embedder=getattr(embedder, "name", "?"))
 
     @property
     def has_word_vectors(self) -> bool:
@@ -215,6 +217,14 @@ class Reranker:
             return None
         return QueryRerank(self, words, terms, qwords, periods, config, soft=soft)
 
+    def clear(self) -> None:
+        """Drop every cached word and memory.
+
+        ``forget`` calls it, so no word of a forgotten memory stays in RAM.
+        """
+        with self._lock:
+            self._clear()
+
     # -- caches (under self._lock) ---------------------------------------------------
 
     def _clear(self) -> None:
@@ -222,13 +232,14 @@ class Reranker:
         self._term_ids.clear()
         self._docs.clear()
         self._vecs = np.zeros((0, 0), dtype=np.float32)
-        self._rows = 0
+        self._rows = 1
 
     def _resolve(self, words: Iterable[str]) -> None:
         """Make ``self._info`` know ``words``: one embedder call for the new ones.
 
         ``_info[word]`` is ``row << 32 | term_id`` (its vector's row and its
-        BPE term's id), or -1 for a stopword.
+        BM25 term's id), or -1 for a stopword.  Words with digits (numbers,
+        dates, ids) get row 0, the zero vector: they only match exactly.
         """
         info = self._info
         new = [w for w in words if w not in info]
@@ -245,6 +256,9 @@ class Reranker:
             tid = term_ids.get(term)
             if tid is None:
                 tid = term_ids[term] = len(term_ids)
+            if not word.isalpha():
+                info[word] = tid  # row 0
+                continue
             keep.append(word)
             tids.append(tid)
         if not keep:
@@ -256,7 +270,7 @@ class Reranker:
         if self._vecs.shape[0] < end:
             cap = max(256, min(2 * end, self._max_words), end)
             grown = np.zeros((cap, vecs.shape[1]), dtype=np.float32)
-            if start:
+            if self._vecs.size:
                 grown[:start] = self._vecs[:start]
             self._vecs = grown
         self._vecs[start:end] = vecs
@@ -408,13 +422,14 @@ class QueryRerank:
             return out
         rows = np.concatenate([d.words for d in docs])
         dterms = np.concatenate([d.terms for d in docs])
-        words = table[rows]
-        qmat = np.ascontiguousarray(table[np.asarray(qrows, dtype=np.int64)].T)
-        # Small blocks: a large or transposed operand sends OpenBLAS to its
-        # threaded path, which costs milliseconds on a busy two-core machine.
-        sims = np.empty((rows.size, qmat.shape[1]), dtype=np.float32)
-        for i in range(0, rows.size, _BLOCK):
-            np.matmul(words[i : i + _BLOCK], qmat, out=sims[i : i + _BLOCK])
+        sims = np.zeros((rows.size, len(qrows)), dtype=np.float32)
+        if table.size:  # else every word so far had digits: exact matches only
+            words = table[rows]
+            qmat = np.ascontiguousarray(table[np.asarray(qrows, dtype=np.int64)].T)
+            # Small blocks: a large or transposed operand sends OpenBLAS to its
+            # threaded path, which costs milliseconds on a busy two-core machine.
+            for i in range(0, rows.size, _BLOCK):
+                np.matmul(words[i : i + _BLOCK], qmat, out=sims[i : i + _BLOCK])
         sims /= np.float32(self._config.soft_match_full)
         sims[dterms[:, None] == qterms[None, :]] = 1.0
         has = lengths > 0

@@ -501,7 +501,7 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     bm25_k1: float = 1.2
     bm25_b: float = 0.3
     soft_match_weight: float = 0.5
-    soft_match_full: float = 0.6
+    soft_match_full: float = 0.5
     speaker_weight: float = 0.4
     time_weight: float = 0.4
     rerank_depth: int = 50

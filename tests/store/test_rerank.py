@@ -262,3 +262,31 @@ def test_time_match_prefers_memories_of_the_named_month(tmp_path: Path) -> None:
         assert all(h.time_match == 0 for h in on)
         cfg = SearchConfig(time_weight=0.0)
         assert all(h.time_match == 0 for h in store.search("camping in June", NS, config=cfg))
+
+
+def test_words_with_digits_match_only_exactly(wordllama: WordLlamaEmbedder) -> None:
+    rerank = Reranker(wordllama).prepare("invoice 2023", SearchConfig())
+    assert rerank is not None
+    recs = [_record("invoice 2022"), _record("invoice for 2023")]
+    soft, speaker, when = rerank.signals(recs, lambda term: 1, 10)
+    assert soft is not None
+    assert soft.tolist() == pytest.approx([0.5, 1.0])  # "2022" gives nothing to "2023"
+    assert speaker is None and when is None  # "2023" is a period, but no memory is in it
+
+
+def test_only_numbers_seen_so_far(wordllama: WordLlamaEmbedder) -> None:
+    rerank = Reranker(wordllama).prepare("2023", SearchConfig())
+    assert rerank is not None
+    soft, _, _ = rerank.signals([_record("42 2023"), _record("7")], lambda term: 1, 10)
+    assert soft is not None and soft.tolist() == [1.0, 0.0]
+
+
+def test_forget_clears_the_caches(wl_store: DuckDBStore) -> None:
+    wl_store.add_many(Namespace(user_id="gone"), ["Zanzibar holiday with Rosalind"])
+    wl_store.add_many(NS, FILMS)
+    wl_store.search("Zanzibar trip", Namespace(user_id="gone"), touch=False)
+    assert "zanzibar" in wl_store._reranker._info
+    wl_store.forget(Namespace(user_id="gone"))
+    assert "zanzibar" not in wl_store._reranker._info
+    assert not wl_store._reranker._docs
+    assert wl_store.search("movie night", NS, touch=False)
