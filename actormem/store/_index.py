@@ -646,6 +646,16 @@ class MemoryIndex:
         """The row of a live memory."""
         return self._row_of.get(memory_id)
 
+    def _live_record(self, row: int) -> MemoryRecord:
+        rec = self._records[row]
+        assert rec is not None
+        return rec
+
+    def _doc_freq(self, term: str) -> int:
+        """Rows whose content holds ``term`` (killed rows included until compaction)."""
+        posting = self._postings.get(term)
+        return 0 if posting is None else len(posting[0])
+
     def find_hash(self, key: tuple[str, str, str, str], content_hash: str) -> str | None:
         """Id of the live memory with this exact namespace and content hash."""
         with self._lock:
@@ -994,16 +1004,6 @@ class MemoryIndex:
                 top = _top(self.cosine(rows, query), k)
             out: I64 = rows[top]
             return out
-
-    def _live_record(self, row: int) -> MemoryRecord:
-        rec = self._records[row]
-        assert rec is not None
-        return rec
-
-    def _doc_freq(self, term: str) -> int:
-        """Rows whose content holds ``term`` (killed rows included until compaction)."""
-        posting = self._postings.get(term)
-        return 0 if posting is None else len(posting[0])
 
     def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
         """Relevance of ``rows`` at ``now``."""
