@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 import msgspec
+import pykka
 import reactivex
 import structlog
 from reactivex import abc as rx_abc
@@ -1076,18 +1077,30 @@ class MemoryRuntime(StateModule):
         complete the streams and close a store the runtime opened itself.
 
         Args:
-            timeout: how long to wait for the recorder to commit what it was given.
+            timeout: how long to wait for the recorder's flush.  When the flush
+                does not finish in time, stopping the recorder still commits
+                everything it was given (its last batch is processed as it
+                stops); that stop waits at least ``_STOP_GRACE`` seconds, so a
+                short ``timeout`` never drops recorded turns.  If even that is
+                exceeded, the error is logged and a store the runtime opened is
+                left open for the recorder to finish with.
         """
         if self._closed:
             return
         self._closed = True
         _OPEN.discard(self)
+        recorder_stopped = True
         if self._recorder is not None:
             try:
                 self.flush(timeout)
-            except Exception as exc:  # close anyway; the log says what was not committed
-                log.error("runtime.close_flush_failed", error=str(exc))
-            self._recorder.stop(timeout=timeout if timeout is not None else 3600.0)
+            except Exception as exc:  # close anyway; the stop below commits the rest
+                log.warning("runtime.close_flush_incomplete", error=str(exc))
+            grace = max(timeout, _STOP_GRACE) if timeout is not None else 3600.0
+            try:
+                self._recorder.stop(timeout=grace)
+            except pykka.Timeout:
+                recorder_stopped = False
+                log.error("runtime.recorder_stop_timeout", seconds=grace)
         if self._scheduler is not None:
             self._scheduler.dispose()
         if self._compressor_feed is not None:
@@ -1098,7 +1111,7 @@ class MemoryRuntime(StateModule):
             self._compressor.stop()
         self._stm.stop()
         self.bus.close()
-        if self._own_store and self._store is not None:
+        if self._own_store and self._store is not None and recorder_stopped:
             try:
                 self._store.close()
             except Exception as exc:
@@ -1120,6 +1133,9 @@ class MemoryRuntime(StateModule):
     ) -> None:
         await asyncio.to_thread(self.close)
 
+
+#: Least time ``close()`` gives the recorder to commit its last batch as it stops.
+_STOP_GRACE = 60.0
 
 #: Runtimes not closed yet.  The actors run on daemon threads, so a program that
 #: forgets ``close()`` still exits; this closes them at exit (recorded turns are
