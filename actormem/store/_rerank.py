@@ -301,21 +301,25 @@ class Reranker:
             return [d for d in out if d is not None]
         if soft:
             self._resolve(seen)
-        info = self._info
-        empty = np.zeros(0, dtype=np.int32)
-        for i, key, words, spk in todo:
-            if soft:
-                packed = np.fromiter(map(info.__getitem__, words), dtype=np.int64, count=len(words))
-                packed = packed[packed >= 0]
-                doc = _Doc(
-                    soft=True,
-                    words=(packed >> 32).astype(np.int32),
-                    terms=(packed & 0xFFFFFFFF).astype(np.int32),
-                    speaker=spk,
-                )
-            else:
-                doc = _Doc(soft=False, words=empty, terms=empty, speaker=spk)
-            out[i] = cache[key] = doc
+        if soft:
+            # One lookup and one filter for the whole batch; each memory's
+            # rows and terms are slices (views) of the batch's arrays.
+            flat = [w for _, _, words, _ in todo for w in words]
+            packed = np.fromiter(map(self._info.__getitem__, flat), dtype=np.int64, count=len(flat))
+            keep = packed >= 0
+            packed = packed[keep]
+            wrows = (packed >> 32).astype(np.int32)
+            wterms = (packed & 0xFFFFFFFF).astype(np.int32)
+            ends = np.cumsum([len(words) for _, _, words, _ in todo])
+            kept = np.concatenate(([0], np.cumsum(keep)))[np.concatenate(([0], ends))].tolist()
+            for j, (i, key, _, spk) in enumerate(todo):
+                a, b = kept[j], kept[j + 1]
+                doc = _Doc(soft=True, words=wrows[a:b], terms=wterms[a:b], speaker=spk)
+                out[i] = cache[key] = doc
+        else:
+            empty = np.zeros(0, dtype=np.int32)
+            for i, key, _, spk in todo:
+                out[i] = cache[key] = _Doc(soft=False, words=empty, terms=empty, speaker=spk)
         while len(cache) > self._max_docs:
             cache.popitem(last=False)
         return [d for d in out if d is not None]
