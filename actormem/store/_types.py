@@ -177,8 +177,12 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
 # -- records -------------------------------------------------------------------------
 
 
-class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
+class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A memory to add.
+
+    Not tracked by Python's cyclic garbage collector (``gc=False``; its
+    fields cannot form a cycle through it), so a batch of a million does not
+    lengthen every full collection.
 
     Attributes:
         content: The text (non-empty, at most 1,000,000 characters).
@@ -256,8 +260,14 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidMemoryError(f"metadata cannot be stored as JSON: {exc}") from None
 
 
-class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A stored memory (without its vector).
+
+    Not tracked by Python's cyclic garbage collector (``gc=False``): the
+    store's index keeps one per memory, and a million tracked records made
+    every full collection walk them (about 12% of a 1M-row ingest).  The
+    fields hold strings, tuples, a :class:`Namespace` and JSON metadata,
+    none of which can refer back to the record, so no cycle runs through it.
 
     Attributes:
         id: Unique id.

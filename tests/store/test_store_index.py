@@ -258,3 +258,21 @@ def test_cached_rows_of_a_large_scope_follow_every_change() -> None:
     index.add(_records(3, NS, seed=71, start=5000), _clustered(3, 64, seed=72))
     assert index.scope_rows(NS).size == after.size + 3
     assert {"m5000", "m5002"} <= {r.id for r in index.records(index.scope_rows(NS))}
+
+
+def test_records_are_not_tracked_by_the_cyclic_gc(tmp_path: Path) -> None:
+    # A million tracked records made every full collection walk them during a
+    # 1M ingest; the records (and new memories) hold no cycle, so they opt out.
+    import gc
+
+    with DuckDBStore(
+        tmp_path / "gc.duckdb", embedder=HashEmbedder(32), touch_flush_interval=None
+    ) as store:
+        ns = Namespace(user_id="u")
+        new = NewMemory(content="Alice likes tea", tags=("a",), metadata={"k": [1, {"x": 2}]})
+        assert not gc.is_tracked(new)
+        (res,) = store.add_many(ns, [new])
+        rec = store.get(ns, res.id)
+        assert rec is not None and not gc.is_tracked(rec)
+        assert rec.metadata == {"k": [1, {"x": 2}]}
+        assert store.search("tea", ns, 1)[0].memory.id == res.id
