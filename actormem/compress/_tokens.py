@@ -189,6 +189,23 @@ class EstimateTokenCounter:
         self._cached_chars += size
         return n
 
+    def count_uncached(self, text: str) -> int:
+        """Return the same estimate as :meth:`count` without caching ``text``.
+
+        For one-off texts (e.g. the prefixes tried while clipping a line to a
+        budget), which would otherwise fill the cache and evict useful counts.
+
+        Args:
+            text: any text.
+
+        Returns:
+            The estimate, 0 for the empty string and at least 1 otherwise.
+        """
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        return cached if cached is not None else max(1, round(_estimate(text)))
+
     def count_msgs(self, msgs: Sequence[Msg]) -> int:
         """Return the estimated tokens of ``msgs`` (texts plus per-message overhead).
 

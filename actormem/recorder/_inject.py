@@ -55,7 +55,11 @@ def format_for_injection(
         raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
     if not hits:
         return ""
-    count = (counter or _DEFAULT_COUNTER).count
+    counter = counter or _DEFAULT_COUNTER
+    count = counter.count
+    # The prefixes tried while clipping are one-off texts: keep them out of a
+    # caching counter's cache (they filled it, evicting the messages' counts).
+    probe: Callable[[str], int] = getattr(counter, "count_uncached", count)
     frame = count(OPEN_TAG) + count(CLOSE_TAG) + count(HEADER) + 3
     left = max_tokens - frame
     lines: list[str] = []
@@ -67,7 +71,7 @@ def format_for_injection(
             left -= cost
             continue
         if left >= _MIN_CLIP_TOKENS:
-            clipped = _clip_to(line, left - 1, count)
+            clipped = _clip_to(line, left - 1, probe)
             if clipped:
                 lines.append(clipped)
         break

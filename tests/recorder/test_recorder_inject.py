@@ -56,6 +56,27 @@ def test_a_long_first_memory_is_clipped_not_dropped() -> None:
     assert block and block.splitlines()[2].endswith(" ...")
 
 
+def test_clipping_keeps_its_trial_prefixes_out_of_the_token_cache() -> None:
+    class Recording(EstimateTokenCounter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.counted: list[str] = []
+
+        def count(self, text: str) -> int:
+            self.counted.append(text)
+            return super().count(text)
+
+    counter = Recording()
+    line = "- [2025-01-01] (fact) " + " ".join(f"w{i}" for i in range(2000))
+    block = format_for_injection([hit(0, line[22:])], max_tokens=120, counter=counter)
+    clipped = block.splitlines()[2]
+    assert clipped.endswith(" ...") and counter.count(block) <= 120
+    # Only whole texts went through the caching count: the frame and the line.
+    assert all(t in (OPEN_TAG, CLOSE_TAG, block) or not t.endswith(" ...") for t in counter.counted)
+    assert clipped not in counter.counted[:-1]
+    assert counter.count_uncached(clipped) == EstimateTokenCounter().count(clipped)
+
+
 def test_twenty_hits_format_in_under_5_ms() -> None:
     hits = [hit(i, f"User fact number {i} about travel plans and preferences") for i in range(20)]
     format_for_injection(hits)  # warm the token cache
