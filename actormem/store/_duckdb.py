@@ -1322,11 +1322,20 @@ class DuckDBStore:
         try:
             cur.execute(
                 "UPDATE memories SET kind = u.kind, content = u.content, "
-                "content_hash = u.content_hash, importance = u.importance, tags = u.tags, "
-                "source_ids = u.source_ids, updated_at = u.updated_at, "
+                "content_hash = u.content_hash, importance = u.importance, "
+                "updated_at = u.updated_at, "
                 "access_count = memories.access_count + u.access_delta, "
                 "superseded_by = u.superseded_by, deleted_at = u.deleted_at, "
                 "metadata = CAST(u.metadata AS JSON) FROM _upd u WHERE memories.id = u.id"
+            )
+            # DuckDB updates a LIST column by deleting and re-inserting the whole
+            # row (~2.8 KB of memory kept per updated row, not given back by a
+            # checkpoint); the other columns are updated in place.  So only the
+            # rows whose lists changed are rewritten.
+            cur.execute(
+                "UPDATE memories SET tags = u.tags, source_ids = u.source_ids FROM _upd u "
+                "WHERE memories.id = u.id AND (memories.tags IS DISTINCT FROM u.tags "
+                "OR memories.source_ids IS DISTINCT FROM u.source_ids)"
             )
         finally:
             cur.unregister("_upd")

@@ -348,3 +348,26 @@ def test_reads_leave_no_open_transaction_behind(tmp_path: Path) -> None:
         finally:
             release.set()
             idle.join()
+
+
+def test_an_update_that_keeps_the_lists_updates_the_row_in_place(
+    make_store: Any, ns: Namespace
+) -> None:
+    # DuckDB rewrites a row (delete + insert, a new rowid) when one of its LIST
+    # columns is set; an update that leaves tags and sources alone must not.
+    store = make_store()
+    res = store.add(ns, "likes jazz", tags=("music",))
+    store.flush()
+
+    def rowid() -> int:
+        row = store._wcur.execute("SELECT rowid FROM memories WHERE id = ?", [res.id]).fetchall()
+        return int(row[0][0])
+
+    before = rowid()
+    store.update(ns, res.id, importance=0.9, metadata={"src": "chat"})
+    assert rowid() == before
+    rec = store.get(ns, res.id)
+    assert rec.importance == pytest.approx(0.9) and rec.metadata == {"src": "chat"}
+    assert rec.tags == ("music",)
+    store.update(ns, res.id, tags=["music", "jazz"])
+    assert store.get(ns, res.id).tags == ("music", "jazz")
