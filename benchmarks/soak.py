@@ -30,7 +30,15 @@ Pass/fail, comparing the start of the second half with the end (medians of
 The second term is the retained data's own footprint; it is ~0 in the
 steady states (measured: a capped and an uncapped run of 6,000 turns ended
 3.9 MB apart for 5,000 more live memories, 0.8 KB each with the soak's 64-d
-vectors; 4 KB leaves room for 256-d ones).  The slack absorbs what is
+vectors; 4 KB leaves room for 256-d ones).  With ``--keep-sessions`` it is not
+~0: there each retained memory costs ~13-16 KB of RSS in this traffic
+(``benchmarks/rssparts.py``; DuckDB ~9 KB of it, most of which its
+``duckdb_memory()`` does not report: the file's cached blocks ~2 KB, plus
+~2.8 KB kept per row DuckDB rewrites, delete + insert, when a LIST or ARRAY
+column is updated, which merges and reconciled preferences do about once per
+memory here; Python ~4.5 KB: the index, the rerank and token-count caches
+filling to their bounds).  Such a run needs ``--kb-per-memory 16``, and its
+leak check then ``--inject-leak-kb 32`` or more.  The slack absorbs what is
 bounded but fills slowly: allocator arenas, the token-count cache (bounded
 at 8M characters), the index's dead rows until it compacts (at 10,000 rows),
 DuckDB's WAL/checkpoint cycle.  The output states the growth per 1,000 turns
