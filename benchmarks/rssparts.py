@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import gc
 import random
+import shutil
 import tempfile
 import time
 import tracemalloc
@@ -285,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     print("after duckdb connection close", measure_closed(), flush=True)
     store.close()
     print("after store close", measure_closed(), flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def measure_closed() -> dict[str, float]:
