@@ -565,6 +565,7 @@ class MemoryIndex:
             old = self._records[row]
             self._records[row] = record
             self._importance[row] = record.importance
+            self._kind[row] = self._kinds.code(record.kind)
             if old is not None:
                 for tag in set(record.tags) - set(old.tags):
                     tag_rows = self._tag_rows.get(tag)
@@ -942,7 +943,7 @@ class MemoryIndex:
             ranked = np.argsort(-final, kind="stable")
             order = ranked[:limit]
             extra = None
-            if rerank is not None and cos is not None and kw is not None:  # second stage
+            if rerank is not None and use_vec and kw is not None:  # second stage (exact or approx)
                 top = ranked[: max(limit, rerank.depth)]
                 recs = [self._live_record(int(r)) for r in crow[top]]
                 extra = rerank.apply(top, recs, fused, rel, wv + wk, self._doc_freq, self._n)

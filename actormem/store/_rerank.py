@@ -171,8 +171,9 @@ class Reranker:
             max_words: Word vectors cached (``max_words * dim * 4`` bytes:
                 32 MiB for WordLlama at the default, reached only by stores
                 whose memories hold that many distinct words); all caches are
-                cleared before a search once it is reached (one search may
-                overshoot it by its own new words).
+                cleared before a search once it is reached, or once
+                ``8 * max_words`` words are known (words with digits take an
+                entry but no vector); one search may overshoot by its own words.
             max_docs: Memories whose word lists are cached (LRU).
         """
         self._wv: Callable[[Sequence[str]], F32] | None = (
@@ -180,12 +181,13 @@ class Reranker:
         )
         self._max_words = max(16, max_words)
         self._max_docs = max(16, max_docs)
+        self._max_entries = 8 * self._max_words
         self._lock = threading.Lock()
         self._info: dict[str, int] = {}
         self._rows = 1  # row 0: the zero vector of words with digits
         self._vecs: F32 = np.zeros((0, 0), dtype=np.float32)
         self._term_ids: dict[str, int] = {}
-        self._docs: OrderedDict[tuple[str, str], _Doc] = OrderedDict()
+        self._docs: OrderedDict[tuple[str, str, str | None], _Doc] = OrderedDict()
         if self._wv is None:
             log.debug("rerank.no_word_vectors", embedder=getattr(embedder, "name", "?"))
 
@@ -282,17 +284,18 @@ class Reranker:
         """The cached views of ``records``, building the missing ones in one batch."""
         cache = self._docs
         out: list[_Doc | None] = []
-        todo: list[tuple[int, tuple[str, str], list[str], tuple[str, ...]]] = []
+        todo: list[tuple[int, tuple[str, str, str | None], list[str], tuple[str, ...]]] = []
         seen: set[str] = set()
         for i, rec in enumerate(records):
-            key = (rec.id, rec.content_hash)
+            # The speaker is part of the key: an update of the metadata keeps the hash.
+            speaker = speaker_of(rec)
+            key = (rec.id, rec.content_hash, speaker)
             doc = cache.get(key)
             if doc is not None and (doc.soft or not soft):
                 cache.move_to_end(key)
                 out.append(doc)
                 continue
             out.append(None)
-            speaker = speaker_of(rec)
             spk = tuple(_WORD_RE.findall(speaker.casefold())) if speaker else ()
             words = list(dict.fromkeys(_TOKEN_RE.findall(rec.content.casefold()))) if soft else []
             seen.update(words)
@@ -366,7 +369,8 @@ class QueryRerank:
         """Soft term, speaker and time match of ``records`` (``None``: not applicable)."""
         owner = self._owner
         with owner._lock:
-            if owner._rows >= owner._max_words:
+            # Words with digits take no vector row but do take an entry: bound both.
+            if owner._rows >= owner._max_words or len(owner._info) >= owner._max_entries:
                 owner._clear()
             docs = owner._docs_of(records, self._soft)
             soft: F64 | None = None

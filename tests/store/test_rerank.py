@@ -290,3 +290,52 @@ def test_forget_clears_the_caches(wl_store: DuckDBStore) -> None:
     assert "zanzibar" not in wl_store._reranker._info
     assert not wl_store._reranker._docs
     assert wl_store.search("movie night", NS, touch=False)
+
+
+def test_words_with_digits_do_not_grow_the_cache_without_bound(
+    wordllama: WordLlamaEmbedder,
+) -> None:
+    owner = Reranker(wordllama, max_words=16, max_docs=16)
+    peak = 0
+    for batch in range(40):  # ids, dates, order numbers: every one a new word
+        recs = [_record(f"order {batch}x{i} shipped 2024{batch:02d}{i:03d}") for i in range(20)]
+        rerank = owner.prepare("order shipped", SearchConfig())
+        assert rerank is not None
+        rerank.signals(recs, lambda term: 1, 100)
+        peak = max(peak, len(owner._info))
+    assert peak <= 8 * 16 + 2 * 20 + 2  # cleared at its bound, overshoot of one search
+
+
+def test_speaker_follows_a_metadata_update(tmp_path: Path) -> None:
+    with _hash_store(tmp_path) as store:
+        store.add_many(
+            NS,
+            [
+                NewMemory(content="We went hiking at dawn", id="m", metadata={"speaker": "Nate"}),
+                NewMemory(content="We went hiking in the rain", id="o"),
+            ],
+        )
+        hits = {h.memory.id: h for h in store.search("Nate hiking", NS, touch=False)}
+        assert hits["m"].speaker_match == 1.0
+        store.update(NS, "m", metadata={"speaker": "Joanna"})
+        hits = {h.memory.id: h for h in store.search("Nate hiking", NS, touch=False)}
+        assert hits["m"].speaker_match == 0.0
+        hits = {h.memory.id: h for h in store.search("Joanna hiking", NS, touch=False)}
+        assert hits["m"].speaker_match == 1.0
+
+
+def test_the_second_stage_also_runs_on_the_approximate_path(tmp_path: Path) -> None:
+    with DuckDBStore(
+        tmp_path / "a.duckdb",
+        embedder=HashEmbedder(64),
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+        approx_search_min_rows=32,
+        clock=_now,
+    ) as store:
+        who = ["Nate", "Joanna"]
+        store.add_many(NS, [f"{who[i % 2]}: walk number {i} by the river" for i in range(80)])
+        assert store._index.approximate  # the projection is learned: the scope is approximate
+        hits = store.search("Where did Nate walk by the river?", NS, limit=10, touch=False)
+        assert hits and all(h.memory.content.startswith("Nate:") for h in hits)
+        assert all(h.speaker_match == 1.0 for h in hits)

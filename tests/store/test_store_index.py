@@ -276,3 +276,16 @@ def test_records_are_not_tracked_by_the_cyclic_gc(tmp_path: Path) -> None:
         assert rec is not None and not gc.is_tracked(rec)
         assert rec.metadata == {"k": [1, {"x": 2}]}
         assert store.search("tea", ns, 1)[0].memory.id == res.id
+
+
+def test_an_updated_kind_is_what_kind_filters_see(tmp_path: Path) -> None:
+    ns = Namespace(user_id="k")
+    with DuckDBStore(
+        tmp_path / "k.duckdb", embedder=HashEmbedder(64), touch_flush_interval=None
+    ) as store:
+        mid = store.add(ns, "the cat sleeps on the sofa", kind="fact").id
+        store.update(ns, mid, kind="episode")
+        episodes = store.search("cat sofa", ns, filters=SearchFilters(kinds=("episode",)))
+        facts = store.search("cat sofa", ns, filters=SearchFilters(kinds=("fact",)))
+        assert [h.memory.id for h in episodes] == [mid]
+        assert facts == []
