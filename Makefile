@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench stress fuzz soak clean
+.PHONY: demo test lint typecheck unit bench stress fuzz soak clean browser screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,23 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy actormem
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
+
+# The memory explorer's tests drive Debian's chromium through its chromedriver.
+# Installed once when missing (a fresh machine has neither); quick when present.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		echo "installing chromium and chromium-driver for the UI tests"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver >/dev/null; \
+	fi
+
+# Re-take the README's screenshots of the memory explorer (docs/ui/*.png).
+screenshots: $(STAMP) browser
+	ACTORMEM_UI_SCREENSHOTS=docs/ui $(BIN)/pytest -q tests/ui/test_browser.py
 
 test: lint typecheck unit
 

@@ -35,7 +35,13 @@ from actormem.messages import (
 )
 from actormem.recorder import LongTermMemoryMode, RecorderConfig
 from actormem.runtime import MemoryRuntime
-from actormem.session import JsonSession, SessionError, SessionManager
+from actormem.session import (
+    JsonSession,
+    PostgresSession,
+    SessionConflictError,
+    SessionError,
+    SessionManager,
+)
 from actormem.state import StateError, StateModule
 from actormem.store import DuckDBStore, Namespace
 
@@ -62,8 +68,10 @@ __all__ = [
     "Msg",
     "Namespace",
     "OffloadRefBlock",
+    "PostgresSession",
     "ReActAgent",
     "RecorderConfig",
+    "SessionConflictError",
     "SessionError",
     "SessionLoaded",
     "SessionManager",

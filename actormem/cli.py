@@ -35,7 +35,7 @@ from actormem.events import (
 from actormem.logs import configure_logging
 from actormem.messages import Msg, ToolUseBlock
 from actormem.runtime import MemoryRuntime
-from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession
+from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
 
 __all__ = ["main"]
 
@@ -408,8 +408,22 @@ def _demo_compression(console: Console, folder: Path) -> bool:
     return full and any(isinstance(e, ContextCompressed) for e in seen)
 
 
+def _storage_name(session: SessionStorage) -> str:
+    if isinstance(session, JsonSession):
+        return str(session.directory)
+    return f"{getattr(session, 'url', session)} (table {getattr(session, 'table', '?')})"
+
+
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
-    session = JsonSession(args.dir)
+    session = open_sessions(args.sessions or args.dir)
+    try:
+        return _sessions(args, console, session)
+    finally:
+        session.close()
+
+
+def _sessions(args: argparse.Namespace, console: Console, session: SessionStorage) -> int:
+    where = _storage_name(session)
     if args.action == "list":
         infos = session.list()
         if args.json:
@@ -421,19 +435,22 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
                             "path": i.path,
                             "bytes": i.nbytes,
                             "modified_at": i.modified_at,
+                            "version": i.version,
                         }
                         for i in infos
                     ]
                 )
             )
             return 0
-        table = Table(title=f"sessions in {session.directory}")
-        for col in ("session", "bytes", "modified"):
+        table = Table(title=f"sessions in {where}")
+        versioned = any(i.version is not None for i in infos)
+        for col in ("session", "bytes", "modified", *(("version",) if versioned else ())):
             table.add_column(col)
         for i in infos:
             when = dt.datetime.fromtimestamp(i.modified_at).strftime("%Y-%m-%d %H:%M:%S")
-            table.add_row(i.session_id, f"{i.nbytes:,}", when)
-        console.print(table if infos else f"no sessions in {session.directory}")
+            row = [i.session_id, f"{i.nbytes:,}", when]
+            table.add_row(*row, *((str(i.version),) if versioned else ()))
+        console.print(table if infos else f"no sessions in {where}")
         return 0
     if not args.session_id:
         raise _UsageError(f"sessions {args.action} needs a session id")
@@ -459,7 +476,7 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.action == "delete":
         if not session.delete(args.session_id):
-            raise _UsageError(f"no session {args.session_id!r} in {session.directory}")
+            raise _UsageError(f"no session {args.session_id!r} in {where}")
         console.print(f"deleted session {args.session_id!r}")
         return 0
     raise _UsageError(f"unknown sessions action {args.action!r}")
@@ -710,6 +727,7 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
     }[args.mode]
     runtime = MemoryRuntime(
         session_dir=args.dir,
+        sessions=args.sessions,
         autocontext=True,
         model=model,
         store=args.db,
@@ -746,6 +764,55 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _open_ui_store(db: str) -> Any:
+    """The store behind ``actormem ui --db``: a DuckDB file (a PostgreSQL DSN once
+    that backend is installed)."""
+    from actormem.store import DuckDBStore, StoreLockedError
+
+    if "://" in db:
+        raise _UsageError(f"{db.split('://')[0]}:// stores are not supported by this version")
+    if not Path(db).exists():
+        raise _UsageError(f"no memory store at {db} (pass --db PATH)")
+    try:
+        return DuckDBStore(db)
+    except StoreLockedError as exc:
+        raise _UsageError(
+            f"{db} is held by a running agent (DuckDB lets one process open a file): "
+            "explore it from inside that agent with MemoryRuntime(..., ui=True) or "
+            f"rt.serve_ui(). ({exc})"
+        ) from None
+
+
+def cmd_ui(args: argparse.Namespace, console: Console) -> int:
+    """Serve the memory explorer for a store until Ctrl-C."""
+    from actormem.ui import UIConfig, UIServer
+
+    config = UIConfig(
+        host=args.host,
+        port=args.port,
+        token=args.token or "auto",
+        allow_edits=args.allow_edits,
+        memory_dir=args.memory_dir,
+    )
+    store = _open_ui_store(args.db)
+    try:
+        server = UIServer(store, config=config).start()
+        mode = "edits allowed" if args.allow_edits else "read-only"
+        # Plain print: the URL must never be wrapped or styled (people copy it).
+        print(f"memory explorer for {args.db} ({mode}): {server.url}", flush=True)
+        print("press Ctrl-C to stop", flush=True)
+        try:
+            while not server.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.stop()
+    finally:
+        store.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="actormem", description="A memory runtime for LLM agents.")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
@@ -756,11 +823,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--session", default="demo", help="session id to save and restore")
     d.set_defaults(func=cmd_demo)
 
-    s = sub.add_parser("sessions", help="list, show or delete JSON session files")
+    s = sub.add_parser("sessions", help="list, show or delete saved sessions (files or PostgreSQL)")
     s.add_argument("action", choices=["list", "show", "delete"])
     s.add_argument("session_id", nargs="?")
     s.add_argument(
         "--dir", default=DEFAULT_SESSIONS_DIR, help="session folder (default: sessions/)"
+    )
+    s.add_argument(
+        "--sessions",
+        metavar="DSN",
+        help="sessions in PostgreSQL instead of --dir: postgresql://user@host:port/db",
     )
     s.add_argument("--json", action="store_true", help="JSON output")
     s.set_defaults(func=cmd_sessions)
@@ -813,6 +885,25 @@ def build_parser() -> argparse.ArgumentParser:
     namespace_args(dr)
     dr.set_defaults(func=cmd_dream)
 
+    u = sub.add_parser("ui", help="memory explorer: a local web page over a store")
+    u.add_argument(
+        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
+    )
+    u.add_argument(
+        "--memory-dir",
+        default=str(Path(DEFAULT_SESSIONS_DIR) / "memory"),
+        help="root of the agents' journal folders (default: sessions/memory)",
+    )
+    u.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1 only)")
+    u.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0: any)")
+    u.add_argument(
+        "--token", help="access token (default: a random one when --host is not loopback)"
+    )
+    u.add_argument(
+        "--allow-edits", action="store_true", help="allow delete, pin and forget from the page"
+    )
+    u.set_defaults(func=cmd_ui)
+
     c = sub.add_parser(
         "chat", help="chat with a memory-backed agent on any OpenAI-compatible server"
     )
@@ -822,6 +913,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--session", help="session id: resume it if it exists, save it each turn")
     c.add_argument(
         "--dir", default=DEFAULT_SESSIONS_DIR, help="session folder (default: sessions/)"
+    )
+    c.add_argument(
+        "--sessions",
+        metavar="DSN",
+        help="keep sessions in PostgreSQL instead of --dir: postgresql://user@host:port/db",
     )
     c.add_argument("--db", default="actormem.duckdb", help="long-term memory file")
     c.add_argument("--user", default="default", help="namespace user id")

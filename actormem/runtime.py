@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pykka
@@ -112,10 +112,14 @@ from actormem.recorder import (
     render_retrieved,
     retrieve_from_memory_tool,
 )
-from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession
+from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
+from actormem.session._common import check_session_dir
 from actormem.state import StateError, StateModule
 from actormem.store import DuckDBStore, LogRecord, MemoryStore, Namespace, NewMemory, SearchHit
 from actormem.streams import EventBus
+
+if TYPE_CHECKING:
+    from actormem.ui import UIConfig, UIServer
 
 __all__ = ["DEFAULT_NAMESPACE", "LONG_TERM_FILE", "RUNTIME", "ActorStateModule", "MemoryRuntime"]
 
@@ -182,7 +186,12 @@ class MemoryRuntime(StateModule):
     Use it as a context manager (sync or async) or call :meth:`close`.
 
     Args:
-        session_dir: folder of JSON session files (default ``sessions/``).
+        session_dir: folder of JSON session files (default ``sessions/``);
+            also the root of the default long-term file and journal folders.
+        sessions: where sessions live instead of ``session_dir``: a
+            ``postgresql://`` URL (a :class:`~actormem.session.PostgresSession`
+            that :meth:`close` closes; several workers can share it), a
+            folder, or a session storage object (the caller keeps ownership).
         autocontext: run the AutoContext compressor: True for the default
             budget, or an :class:`~actormem.compress.AutoContextConfig`.
         model: the chat model the compressor summarizes with (the offline
@@ -207,6 +216,10 @@ class MemoryRuntime(StateModule):
             True for the defaults (``<session_dir>/memory/<user>/<agent>/``)
             or a :class:`~actormem.journal.JournalConfig`.  Needs long-term
             memory (``store=`` or ``long_term=``).
+        ui: serve the memory explorer web page from this agent (live view
+            included): True for ``http://127.0.0.1:8765/`` (another free port
+            when that one is taken), or a :class:`~actormem.ui.UIConfig`.
+            Same as calling :meth:`serve_ui`; needs ``actormem[ui]``.
 
     ``model`` also extracts and reconciles facts when given; without it the
     offline rule extractor is used.
@@ -233,8 +246,12 @@ class MemoryRuntime(StateModule):
         recorder: RecorderConfig | None = None,
         embedder: Embedder | None = None,
         journal: JournalConfig | bool | None = None,
+        sessions: str | os.PathLike[str] | SessionStorage | None = None,
+        ui: UIConfig | bool | None = None,
     ) -> None:
         super().__init__()
+        self._ui: UIServer | None = None
+        check_session_dir(session_dir)
         mode, lt_config, ns = _long_term_args(store, long_term, namespace, recorder, embedder)
         journal_config = _journal_args(journal, mode)
         # The store opens before any actor starts, so a bad path leaves nothing running.
@@ -246,7 +263,14 @@ class MemoryRuntime(StateModule):
         self._namespace: Namespace = ns
         self._recorder_config: RecorderConfig = lt_config
         self.bus: EventBus = EventBus()
-        self.session: JsonSession = JsonSession(session_dir)
+        self.session: SessionStorage
+        self._own_session = sessions is not None and not isinstance(sessions, SessionStorage)
+        try:
+            self.session = JsonSession(session_dir) if sessions is None else open_sessions(sessions)
+        except BaseException:  # nothing is running yet: leave nothing open either
+            if self._own_store and self._store is not None:
+                self._store.close()
+            raise
         self.max_msg_bytes: int = max_msg_bytes
         self._closed: bool = False
         publish = self.bus.publish
@@ -265,6 +289,8 @@ class MemoryRuntime(StateModule):
             except BaseException:  # nothing is running yet: leave nothing open either
                 if self._own_store:
                     self._store.close()
+                if self._own_session:
+                    self.session.close()
                 raise
         stm = Supervisor(
             SHORT_TERM,
@@ -317,6 +343,12 @@ class MemoryRuntime(StateModule):
                 self.journal.on_recorded
             )
         _OPEN.add(self)
+        if ui:
+            try:
+                self.serve_ui(None if ui is True else ui)
+            except BaseException:
+                self.close()
+                raise
 
     def _start_recorder(
         self, store: MemoryStore, stm: Supervisor, model: ChatModel | None, max_restarts: int
@@ -349,6 +381,39 @@ class MemoryRuntime(StateModule):
     @property
     def component_name(self) -> str:
         return RUNTIME
+
+    # -- memory explorer ----------------------------------------------------------
+
+    def serve_ui(self, config: UIConfig | None = None, **options: Any) -> UIServer:
+        """Serve the memory explorer (store pages plus the live view) on a thread.
+
+        Args:
+            config: a :class:`~actormem.ui.UIConfig`; default: 127.0.0.1:8765,
+                another free port when that one is taken, read-only.
+            **options: fields of ``UIConfig`` to set instead (``port=0``,
+                ``allow_edits=True``, ...).
+
+        Returns:
+            The running server (``.url``); :meth:`close` stops it.
+
+        Raises:
+            UIError: it is already serving, or the address is refused.
+        """
+        from actormem.ui import UIConfig, UIError, UIServer
+
+        if self._ui is not None:
+            raise UIError(f"the memory explorer already serves at {self._ui.url}")
+        if config is None:
+            config = UIConfig(**{"port_fallback": True, **options})
+        elif options:
+            config = msgspec.structs.replace(config, **options)
+        self._ui = UIServer(self._store, runtime=self, config=config).start()
+        return self._ui
+
+    @property
+    def ui(self) -> UIServer | None:
+        """The memory explorer this runtime serves, if any."""
+        return self._ui
 
     # -- streams ------------------------------------------------------------------
 
@@ -938,21 +1003,30 @@ class MemoryRuntime(StateModule):
 
     # -- sessions -------------------------------------------------------------------
 
-    def save_session(self, session_id: str) -> Path:
-        """Save the whole runtime state to ``<session_dir>/<session_id>.json`` atomically."""
+    def save_session(self, session_id: str) -> Path | str:
+        """Save the whole runtime state atomically.
+
+        Returns:
+            The file (``<session_dir>/<session_id>.json``) for JSON sessions;
+            the location string for PostgreSQL ones.
+
+        Raises:
+            SessionError: bad id or state; ``SessionConflictError`` when
+                another worker saved the PostgreSQL session meanwhile.
+        """
         t0 = time.perf_counter()
-        path = self.session.save(session_id, {RUNTIME: self})
+        info = self.session.put(session_id, {RUNTIME: self.state_dict()})
         ms = (time.perf_counter() - t0) * 1e3
         self.bus.publish(
             SessionSaved(
                 source=RUNTIME,
                 session_id=session_id,
-                path=str(path),
-                nbytes=path.stat().st_size,
+                path=info.path,
+                nbytes=info.nbytes,
                 duration_ms=ms,
             )
         )
-        return path
+        return Path(info.path) if isinstance(self.session, JsonSession) else info.path
 
     def load_session(self, session_id: str) -> bool:
         """Restore the runtime from a session; return False if it does not exist.
@@ -962,12 +1036,11 @@ class MemoryRuntime(StateModule):
         """
         t0 = time.perf_counter()
         found = self.session.load(session_id, {RUNTIME: self})
-        path = self.session.path(session_id)
         self.bus.publish(
             SessionLoaded(
                 source=RUNTIME,
                 session_id=session_id,
-                path=str(path),
+                path=self.session.location(session_id),
                 found=found,
                 duration_ms=(time.perf_counter() - t0) * 1e3,
             )
@@ -1002,8 +1075,8 @@ class MemoryRuntime(StateModule):
         """Async :meth:`clear`."""
         return int(await asyncio.wrap_future(self._stm.request(ClearMessages())))
 
-    async def asave_session(self, session_id: str) -> Path:
-        """Async :meth:`save_session` (file I/O runs in a worker thread)."""
+    async def asave_session(self, session_id: str) -> Path | str:
+        """Async :meth:`save_session` (file or database I/O runs in a worker thread)."""
         return await asyncio.to_thread(self.save_session, session_id)
 
     async def aload_session(self, session_id: str) -> bool:
@@ -1089,6 +1162,8 @@ class MemoryRuntime(StateModule):
             return
         self._closed = True
         _OPEN.discard(self)
+        if self._ui is not None:
+            self._ui.stop()
         recorder_stopped = True
         if self._recorder is not None:
             try:
@@ -1116,6 +1191,11 @@ class MemoryRuntime(StateModule):
                 self._store.close()
             except Exception as exc:
                 log.error("runtime.store_close_failed", error=repr(exc))
+        if self._own_session:
+            try:
+                self.session.close()
+            except Exception as exc:
+                log.error("runtime.sessions_close_failed", error=repr(exc))
 
     def __enter__(self) -> MemoryRuntime:
         return self

@@ -7,6 +7,9 @@ Two workloads, both with the offline extractive summarizer and the default
 * a synthetic 1,000-message agent conversation: tool calls with small and
   large outputs (build logs), chit-chat, and 50 planted facts (a name, a
   number and a date each) spread over the first 950 messages;
+* ``compress_eval.varied``: 1,000 messages where 45 facts (a name and a
+  number) are said in passing, each in its own phrasing, inside chatty user
+  messages, among tool runs that print large logs;
 * when ``../shared/data/locomo_dev.json`` exists, each LoCoMo conversation
   as user/assistant turns; "facts" are the QA answers (categories 1-4) that
   appear verbatim in the conversation.
@@ -38,6 +41,7 @@ from actormem.compress import (
 )
 from actormem.messages import Msg
 from benchmarks._common import print_table, summary, write_results
+from benchmarks.compress_eval import varied
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 
@@ -189,6 +193,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     repeats = 5 if args.quick else 30
     msgs, facts = synthetic()
     rows = [run("synthetic-1000", msgs, [tuple(f) for f in facts], repeats)]
+    msgs, facts = varied()
+    rows.append(run("varied-1000", msgs, facts, repeats))
     for sample_id, conv, answers in locomo():
         rows.append(run(f"locomo-{sample_id}", conv, answers, max(3, repeats // 3)))
     print_table(

@@ -43,6 +43,8 @@ __all__ = ["main"]
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo_dev.json"
 RESULTS = Path(__file__).resolve().parent / "results"
 KS = (1, 5, 10, 20)
+#: LoCoMo's question categories (5, adversarial, has no answer and is left out).
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 #: name -> (mode, config); the hybrid default is the store's default config.
 VARIANTS: dict[str, tuple[SearchMode, SearchConfig | None]] = {
@@ -117,6 +119,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         data = data[:2]
     embedder = WordLlamaEmbedder()
     sums = {name: dict.fromkeys(KS, 0.0) for name in VARIANTS}
+    # recall@10 per question category: [sum, questions]
+    by_cat = {name: {c: [0.0, 0] for c in CATEGORIES.values()} for name in VARIANTS}
     latency: dict[str, list[float]] = {name: [] for name in VARIANTS}
     n_questions = 0
     n_turns = 0
@@ -148,6 +152,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         for k in KS:
                             found = len(evidence & set(ids[:k]))
                             sums[name][k] += found / len(evidence)
+                        cell = by_cat[name][CATEGORIES[qa["category"]]]
+                        cell[0] += len(evidence & set(ids[:10])) / len(evidence)
+                        cell[1] += 1
             finally:
                 store.close()
     recall = {
@@ -161,6 +168,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "questions": n_questions,
         "embedder": embedder.name,
         "recall": recall,
+        "recall_at_10_by_category": {
+            name: {c: round(v[0] / max(v[1], 1), 4) for c, v in cats.items()}
+            for name, cats in by_cat.items()
+        },
+        "questions_by_category": {c: v[1] for c, v in by_cat["hybrid"].items()},
         "search_ms_p50": {
             name: round(sorted(v)[len(v) // 2] * 1000, 3) for name, v in latency.items() if v
         },
@@ -176,6 +188,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name, row in recall.items():
         cells = "".join(f"{row[f'recall@{k}']:>9.3f}" for k in KS)
         print(f"{name:<22}{cells}{result['search_ms_p50'][name]:>9.2f}")
+    print("\nrecall@10 by question category")
+    cat_header = f"{'mode':<22}" + "".join(f"{c:>13}" for c in CATEGORIES.values())
+    print(cat_header)
+    for name in ("keyword", "vector", "hybrid", "hybrid_first_stage"):
+        row = result["recall_at_10_by_category"][name]
+        print(f"{name:<22}" + "".join(f"{row[c]:>13.3f}" for c in CATEGORIES.values()))
+    counts = result["questions_by_category"]
+    print(f"{'questions':<22}" + "".join(f"{counts[c]:>13}" for c in CATEGORIES.values()))
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         name = "bench_locomo_quick.json" if args.quick else "bench_locomo.json"

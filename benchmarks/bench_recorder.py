@@ -10,7 +10,11 @@ Side by side in one run:
   ``size()``) with the recorder idle vs while another thread records turns
   into the same runtime;
 * ``format_for_injection`` of 20 hits (the formatting alone), and the whole
-  ``runtime.format_for_injection`` (search + format) over the recorded store.
+  ``runtime.format_for_injection`` (search + format) over the recorded store;
+* precision and recall per category of the offline fact extractor on the
+  hand-written labelled statements (``fact_corpus.py``: the corpus the rules
+  were written against, two sets written after them that then prompted fixes,
+  and a third never used to change the rules).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from actormem import MemoryRuntime, Msg
 from actormem.recorder import RecorderConfig, format_for_injection
 from actormem.store import MemoryRecord, Namespace, SearchHit
 from benchmarks._common import print_table, summary, write_results
+from benchmarks.fact_corpus import CORPUS, evaluate, load, print_report
 
 _FACTS = (
     "My name is {name}.",
@@ -184,6 +189,19 @@ def msgspec_replace(hit: SearchHit, content: str) -> SearchHit:
     return msgspec.structs.replace(hit, memory=msgspec.structs.replace(hit.memory, content=content))
 
 
+def bench_extraction() -> dict[str, Any]:
+    """Precision and recall per category of the offline extractor on the labelled sets."""
+    out: dict[str, Any] = {}
+    sets = ("facts_corpus", "facts_heldout", "facts_heldout2", "facts_heldout3")
+    for name in sets:
+        path = CORPUS.parent / f"{name}.tsv"
+        res = evaluate(load(path))
+        print(f"\n{name} ({path.name})")
+        print_report(res)
+        out[name] = {k: v for k, v in res.items() if k not in ("misses", "wrong")}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -194,8 +212,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     single = bench_throughput(min(n, 1_000), 1, 1)
     lat = bench_add_latency(2_000 if args.quick else 10_000, n)
     inj = bench_injection(200 if args.quick else 1_000, 1_000 if args.quick else 5_000)
+    extraction = bench_extraction()
     res = {
         "turns": n,
+        "extraction": extraction,
         "throughput_batched_turns_per_s": batched,
         "throughput_one_per_batch_turns_per_s": single,
         "add_latency": lat,

@@ -6,7 +6,16 @@ import importlib
 import sys
 import traceback
 
-MODULES = ["bench_runtime", "bench_store", "bench_locomo", "bench_compress", "bench_recorder"]
+MODULES = [
+    "bench_runtime",
+    "bench_sessions",
+    "bench_store",
+    "bench_locomo",
+    "bench_locomo_e2e",
+    "bench_compress",
+    "bench_recorder",
+    "bench_ui",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,3 +28,6 @@ def runtime(tmp_path: Path) -> Iterator[MemoryRuntime]:
     rt = MemoryRuntime(session_dir=tmp_path / "sessions")
     yield rt
     rt.close()
+
+
+pytest_plugins = ["tests._postgres"]

@@ -112,3 +112,19 @@ def test_chat_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
     assert "continue" in r.stdout and "Traceback" not in r.stderr
     bad = chat("ftp://nowhere", tmp_path, ["hello"])
     assert bad.returncode == 2 and bad.stderr.startswith("actormem: error:")
+
+
+def test_chat_resumes_a_session_kept_in_postgres(
+    server: ThreadingHTTPServer, tmp_path: Path, pg_dsn: str
+) -> None:
+    from tests._postgres import pg_url
+
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    where = ("--session", "ada", "--sessions", pg_url(pg_dsn))
+    first = chat(url, tmp_path, ["My name is Ada.", "/save", "/quit"], *where)
+    assert first.returncode == 0, first.stderr
+    assert "#actormem_sessions/ada" in first.stdout  # /save names the row, not a file
+    assert not (tmp_path / "sessions" / "ada.json").exists()
+    second = chat(url, tmp_path, ["/quit"], *where)  # another process resumes it
+    assert second.returncode == 0, second.stderr
+    assert "resumed session 'ada'" in second.stdout

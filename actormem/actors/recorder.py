@@ -19,9 +19,10 @@ Pipeline (one actor thread; the store does the I/O)::
   ``flush()`` waits until every turn submitted before it is committed.
   Stopping the actor completes the Subject, which emits the last partial
   batch, and that batch is committed before the thread ends.
-* Failures never kill the actor: a model reply that stays malformed after
-  its retry is skipped (``RecordingFailed``; the turn's episode is still
-  stored), a failed store write is retried once and then reported
+* Failures never kill the actor: when a model reply stays unusable after
+  its retry, the offline extractor handles that batch instead
+  (``ModelFallback``; a model never makes memory worse than no model), a
+  failed store write is retried once and then reported
   (``RecordingFailed``, and ``flush()`` raises :class:`RecordingError`).
 * ``EndSession`` summarizes the short-term memory (a request to the
   short-term actor, which never asks anyone back) and promotes important
@@ -55,6 +56,7 @@ from actormem.events import (
     GetMessages,
     MaintenanceRan,
     MemoryRecorded,
+    ModelFallback,
     RecordingFailed,
 )
 from actormem.messages import Msg
@@ -67,10 +69,15 @@ from actormem.recorder import (
     ModelReconciler,
     RecorderConfig,
     RuleExtractor,
+    last_question,
     reconcile_by_slot,
     render_turn,
+    reply_context,
+    speaker_label,
+    turn_speaker,
 )
 from actormem.store import (
+    KEYED_KIND,
     MemoryNotFoundError,
     MemoryRecord,
     MemoryStore,
@@ -103,6 +110,7 @@ _SESSION_INSTRUCTION: Final = (
     "and dates."
 )
 _WRITE_RETRY_DELAY: Final = 0.05
+_NOT_RECONCILED: Final = frozenset({"episode", KEYED_KIND})
 
 
 class RecordingError(RuntimeError):
@@ -298,6 +306,7 @@ class RecorderActor(SupervisedActor):
             )
             self._summarizer = ModelSummarizer(model, timeout=config.model_timeout)
         self._slots: dict[str, str] = {}  # slot -> memory id (offline reconciliation)
+        self._prev_turn: tuple[str | None, str] | None = None  # (speaker, its last question)
         self._subject: Subject[RecordTurn] = Subject()
         self._pipe: rx_abc.DisposableBase | None = None
         self._stopping = False
@@ -435,6 +444,7 @@ class RecorderActor(SupervisedActor):
         if cfg.record_episodes:
             for t in turns:
                 text = render_turn(t.msgs, cfg.max_episode_chars)
+                text += self._reply_note(t.msgs)
                 if text:
                     items.append(
                         NewMemory(
@@ -444,6 +454,7 @@ class RecorderActor(SupervisedActor):
                             tags=("episode",),
                             source_ids=tuple(m.id for m in t.msgs),
                             created_at=t.msgs[0].created_at,
+                            metadata=_speaker_meta(t.msgs),
                         )
                     )
         episodes = len(items)
@@ -480,6 +491,22 @@ class RecorderActor(SupervisedActor):
             if d.op != "ADD":
                 self._apply(d, out)
         return out
+
+    def _reply_note(self, msgs: Sequence[Msg]) -> str:
+        """A one-speaker turn that answers the previous turn's question says so.
+
+        Recorded one message at a time (a conversation between people), the
+        answer "Yes, Oscar, my guinea pig" means little without "Do you have
+        any pets?": the question travels with the episode that answers it.
+        """
+        speaker = turn_speaker(msgs)
+        prev, self._prev_turn = self._prev_turn, (speaker, last_question(msgs))
+        if speaker is None or prev is None:
+            return ""
+        asker, question = prev
+        if not question or asker is None or asker == speaker:
+            return ""
+        return reply_context(asker, question)
 
     def _write(self, fn: Callable[[], list[WriteResult]]) -> list[WriteResult]:
         try:
@@ -526,34 +553,46 @@ class RecorderActor(SupervisedActor):
     def _decide(self, turns: Sequence[Sequence[Msg]]) -> list[Decision]:
         threshold = self._cfg.confidence_threshold
         if self._extractor is None:
-            facts = _unique(self._rules.extract(turns), threshold)
-            return reconcile_by_slot(facts, self._held_slots(facts)) if facts else []
+            return self._offline(turns)
         try:
             facts = _unique(self._extractor.extract(turns), threshold)
         except ExtractionError as exc:
-            self._skip(exc, len(turns), "facts of the batch skipped (extraction); episodes kept")
-            return []
+            # A model never makes memory worse than no model: its unusable reply
+            # gives way to the offline extractor for this batch.
+            self._fall_back(exc, len(turns), "extraction")
+            return self._offline(turns)
         if not facts:
             return []
         assert self._reconciler is not None
         try:
             return self._reconciler.decide(facts, self._similar(facts))
         except ExtractionError as exc:
-            self._skip(
-                exc, len(turns), "facts of the batch skipped (reconciliation); episodes kept"
-            )
-            return []
+            self._fall_back(exc, len(turns), "reconciliation")
+            return self._offline(turns)
 
-    def _skip(self, exc: Exception, turns: int, action: str) -> None:
-        log.warning("recorder.model_output_skipped", error=str(exc), action=action)
-        self._publish(RecordingFailed(source=RECORDER, error=str(exc), turns=turns, action=action))
+    def _offline(self, turns: Sequence[Sequence[Msg]]) -> list[Decision]:
+        facts = _unique(self._rules.extract(turns), self._cfg.confidence_threshold)
+        return reconcile_by_slot(facts, self._held_slots(facts)) if facts else []
+
+    def _fall_back(self, exc: Exception, turns: int, stage: str) -> None:
+        log.warning("recorder.model_fallback", stage=stage, error=str(exc), turns=turns)
+        self._publish(
+            ModelFallback(
+                source=RECORDER,
+                component=f"recorder.{stage}",
+                error=str(exc),
+                fallback=f"offline rules for the batch of {turns} turn(s)",
+            )
+        )
 
     def _similar(self, facts: Sequence[ExtractedFact]) -> list[MemoryRecord]:
         found: dict[str, MemoryRecord] = {}
         limit = self._cfg.similar_limit
         for f in facts:
             hits = self._store.search(f.content, self._ns, limit=limit * 3, touch=False)
-            kept = [h.memory for h in hits if h.memory.kind != "episode"][:limit]
+            # the reconciler may update or delete what it sees: never an episode
+            # (an event) nor a keyed fact (changed only through save_fact)
+            kept = [h.memory for h in hits if h.memory.kind not in _NOT_RECONCILED][:limit]
             for rec in kept:
                 found.setdefault(rec.id, rec)
         return list(found.values())
@@ -697,6 +736,12 @@ def _drain_inbox(inbox: Any) -> list[Any]:
             out.append(msg)
         elif isinstance(msg, Request) and not msg.reply.done():
             msg.reply.set_exception(ActorUnavailableError("the recorder is stopping"))
+
+
+def _speaker_meta(msgs: Sequence[Msg]) -> dict[str, Any]:
+    """``{"speaker": name}`` when the turn's named messages all have one name."""
+    names = {speaker_label(m) for m in msgs if m.name and m.role in ("user", "assistant")}
+    return {"speaker": names.pop()} if len(names) == 1 else {}
 
 
 def _slot_tag(slot: str) -> str:

@@ -146,8 +146,16 @@ class ReActAgent(StateModule):
 
     # -- sessions ----------------------------------------------------------------------
 
-    def save_session(self, session_id: str | None = None) -> Path:
-        """Save the agent and its memory (components ``agent`` and ``runtime``)."""
+    def save_session(self, session_id: str | None = None) -> Path | str:
+        """Save the agent and its memory (components ``agent`` and ``runtime``).
+
+        Returns:
+            The file for JSON sessions, the location for PostgreSQL ones.
+
+        Raises:
+            SessionConflictError: another worker saved this PostgreSQL
+                session since it was loaded (``load_session`` to continue).
+        """
         sid = session_id or self.session_id
         if not sid:
             raise ValueError("no session id: pass one or create the agent with session_id=...")

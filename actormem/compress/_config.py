@@ -140,7 +140,7 @@ class AutoContextConfig:
     min_consecutive_tool_messages: int = 6
     current_round_ratio: float = 0.3
     min_compression_tokens: int = 5000
-    summary_ratio: float = 0.1
+    summary_ratio: float = 0.2
     summary_max_tokens: int = 4096
     prompts: Mapping[str, str] = dataclasses.field(default_factory=dict)
     protect_roles: frozenset[str] = frozenset()

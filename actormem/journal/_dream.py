@@ -48,7 +48,7 @@ from actormem.journal._format import (
     stamp,
 )
 from actormem.messages import Msg
-from actormem.store import MemoryRecord, NewMemory, relevance
+from actormem.store import KEYED_KIND, MemoryRecord, NewMemory, relevance
 
 if TYPE_CHECKING:
     from actormem.journal._journal import Journal
@@ -136,7 +136,10 @@ def _with_tags(rec: MemoryRecord, add: Sequence[str] = (), remove: Sequence[str]
 
 
 def _live(journal: Journal) -> list[MemoryRecord]:
-    return journal._store.list(journal.namespace, limit=_ALL)
+    """The memories the dream may promote, rewrite or merge: keyed facts left out
+    (they change only through ``save_fact``, whatever scope dreams)."""
+    recs = journal._store.list(journal.namespace, limit=_ALL)
+    return [r for r in recs if r.kind != KEYED_KIND]
 
 
 def import_memory_md(journal: Journal) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -159,7 +162,7 @@ def import_memory_md(journal: Journal) -> tuple[list[str], list[str], list[str],
     kept: list[MemoryItem] = []
     for item in items:
         rec = store.get(ns, item.memory_id) if item.memory_id else None
-        if rec is not None and rec.alive:
+        if rec is not None and rec.alive and rec.kind != KEYED_KIND:
             tags = _with_tags(rec, (CORE_TAG, PINNED_TAG), remove=(DISMISSED_TAG,))
             if clip(rec.content, 2_000) != item.text:
                 store.update(ns, rec.id, content=item.text, tags=tags, reason=reason)

@@ -16,8 +16,12 @@ from actormem.recorder._extract import (
     RuleExtractor,
     ask_json,
     facts_from_json,
+    last_question,
     parse_json_reply,
     render_turn,
+    reply_context,
+    speaker_label,
+    turn_speaker,
 )
 from actormem.recorder._facts import FACTS_SUFFIX, KEYED_KIND, KeyedFacts, facts_namespace
 from actormem.recorder._fleeting import FleetingMemory
@@ -71,6 +75,7 @@ __all__ = [
     "facts_namespace",
     "format_for_injection",
     "format_hit",
+    "last_question",
     "parse_json_reply",
     "parse_record_args",
     "parse_retrieve_args",
@@ -79,5 +84,8 @@ __all__ = [
     "render_recorded",
     "render_retrieved",
     "render_turn",
+    "reply_context",
     "retrieve_from_memory_tool",
+    "speaker_label",
+    "turn_speaker",
 ]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Final
+
+from actormem.store._limits import RECORDER_FIELDS, check_fields
 
 __all__ = ["MAINTENANCE_ACTIONS", "RecorderConfig"]
 
@@ -17,23 +18,6 @@ MAINTENANCE_ACTIONS: Final = (
     "consolidate",
     "enforce_cap",
 )
-
-
-def _number(name: str, value: object, *, low: float, high: float = math.inf) -> None:
-    if (
-        not isinstance(value, int | float)
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-        or not low <= value <= high
-    ):
-        raise ValueError(
-            f"RecorderConfig.{name} must be a number in [{low}, {high}], got {value!r}"
-        )
-
-
-def _count(name: str, value: object, *, low: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"RecorderConfig.{name} must be an int >= {low}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,25 +87,10 @@ class RecorderConfig:
     max_memories: int | None = None
 
     def __post_init__(self) -> None:
-        _number("batch_seconds", self.batch_seconds, low=0.001, high=3600)
-        _count("batch_count", self.batch_count)
-        _count("backlog_limit", self.backlog_limit)
-        if self.max_pending is not None:
-            _count("max_pending", self.max_pending)
-        _number("confidence_threshold", self.confidence_threshold, low=0, high=1)
+        # every numeric field has a declared range (actormem.store._limits)
+        check_fields(self, RECORDER_FIELDS, "RecorderConfig", error=ValueError)
         if not isinstance(self.record_episodes, bool):
             raise ValueError("RecorderConfig.record_episodes must be a bool")
-        _number("episode_importance", self.episode_importance, low=0, high=1)
-        _count("max_episode_chars", self.max_episode_chars, low=100)
-        _count("similar_limit", self.similar_limit)
-        _number("model_timeout", self.model_timeout, low=0.001)
-        _count("model_retries", self.model_retries, low=0)
-        _number("promote_importance", self.promote_importance, low=0, high=1)
-        _count("promote_access_count", self.promote_access_count, low=0)
-        _count("summary_tokens", self.summary_tokens, low=10)
-        if self.idle_seconds is not None:
-            _number("idle_seconds", self.idle_seconds, low=0.001)
-        _count("inject_limit", self.inject_limit)
         if isinstance(self.maintenance, str) or not isinstance(self.maintenance, tuple | list):
             raise ValueError("RecorderConfig.maintenance must be a tuple of action names")
         unknown = [a for a in self.maintenance if a not in MAINTENANCE_ACTIONS]
@@ -131,14 +100,6 @@ class RecorderConfig:
                 f"(known: {', '.join(MAINTENANCE_ACTIONS)})"
             )
         object.__setattr__(self, "maintenance", tuple(self.maintenance))
-        _number("decay_rate", self.decay_rate, low=1e-9, high=1)
-        _number("decay_threshold", self.decay_threshold, low=0, high=1)
-        _number("forget_threshold", self.forget_threshold, low=0, high=1)
-        _number("stale_days", self.stale_days, low=0)
-        _number("duplicate_threshold", self.duplicate_threshold, low=0, high=1)
-        _number("consolidate_threshold", self.consolidate_threshold, low=1e-9, high=1)
-        if self.max_memories is not None:
-            _count("max_memories", self.max_memories)
 
     def replace(self, **changes: Any) -> RecorderConfig:
         """A copy with ``changes`` applied (validated again)."""

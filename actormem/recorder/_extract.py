@@ -2,18 +2,18 @@
 
 Two extractors share one output type, :class:`ExtractedFact`:
 
-* :class:`RuleExtractor` -- offline and deterministic.  It reads the user's
-  own sentences and recognises simple first-person statements: names ("my
-  name is", "call me"), places ("I live in", "I moved to", "I'm from"), work,
-  likes and dislikes, allergies, "my X is Y", "remember that ...", and
-  sentences that carry a date.  Single-valued facts (a name, a home town, a
-  preference about one thing) carry a ``slot`` so that a later statement
-  replaces the earlier one instead of piling up beside it.
+* :class:`RuleExtractor` -- offline and deterministic (``_rules.py``): the
+  user's first-person statements in many phrasings, across names, homes and
+  moves, work, family, pets, diet, health, possessions, likes, hobbies,
+  languages, education, relationships, plans and requests about how the
+  assistant should answer; questions never become facts.  Single-valued facts
+  carry a ``slot`` so that a correction replaces the earlier fact.
 * :class:`ModelExtractor` -- asks a :class:`~actormem.models.base.ChatModel`
   for JSON facts (content, kind, importance, confidence, tags) with one call
   per batch of turns.  Output that is not the expected JSON is retried
   (``retries`` times, with the parse error quoted back), then
-  :class:`ExtractionError` is raised: the caller skips the facts and says so.
+  :class:`ExtractionError` is raised.  Facts the conversation does not
+  support are dropped (``_support.py``).
 
 :func:`render_turn` turns a turn into the text of an ``episode`` memory.
 """
@@ -27,11 +27,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
-import msgspec
 import structlog
 
 from actormem.messages import Msg
 from actormem.models.base import ChatModel, ModelTimeoutError
+from actormem.recorder._rules import RuleExtractor
+from actormem.recorder._support import SupportChecker
+from actormem.recorder._types import ExtractedFact
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -41,8 +43,12 @@ __all__ = [
     "RuleExtractor",
     "ask_json",
     "facts_from_json",
+    "last_question",
     "parse_json_reply",
     "render_turn",
+    "reply_context",
+    "speaker_label",
+    "turn_speaker",
 ]
 
 log = structlog.get_logger(__name__)
@@ -52,29 +58,6 @@ _T = TypeVar("_T")
 
 class ExtractionError(ValueError):
     """A model's reply could not be used (not JSON, or not the expected shape)."""
-
-
-class ExtractedFact(msgspec.Struct, frozen=True, kw_only=True):
-    """One fact found in a conversation.
-
-    Attributes:
-        content: A self-contained statement ("User lives in Paris").
-        kind: ``fact``, ``preference``, ``procedure``, ``episode``, ...
-        importance: How much it matters, in ``[0, 1]``.
-        confidence: How sure the extractor is, in ``[0, 1]``.
-        tags: Labels.
-        slot: For single-valued facts, what it is about ("location",
-            "pref:coffee"); a newer fact with the same slot replaces the older.
-        source_ids: Ids of the messages it came from.
-    """
-
-    content: str
-    kind: str = "fact"
-    importance: float = 0.5
-    confidence: float = 1.0
-    tags: tuple[str, ...] = ()
-    slot: str = ""
-    source_ids: tuple[str, ...] = ()
 
 
 # -- turns as text ----------------------------------------------------------------------
@@ -88,11 +71,19 @@ def _clip(text: str, limit: int) -> str:
     return f"{text[:head]} ... {text[-tail:]}" if tail else text[:limit]
 
 
-def render_turn(msgs: Sequence[Msg], max_chars: int = 4_000) -> str:
-    """The text of a turn as ``role: text`` lines (tool calls and results abbreviated).
+def speaker_label(msg: Msg) -> str:
+    """Who said ``msg``: the ``name`` of a user or assistant message, else its role."""
+    name = " ".join(msg.name.split()) if msg.role in ("user", "assistant") else ""
+    return name if name else msg.role
 
-    System messages are left out.  The result is clipped to ``max_chars``
-    (head and tail kept).
+
+def render_turn(msgs: Sequence[Msg], max_chars: int = 4_000) -> str:
+    """The text of a turn as ``speaker: text`` lines (tool calls and results abbreviated).
+
+    The speaker is the message's ``name`` when it has one ("Andrew: ..."),
+    else its role ("user: ..."), so the two people of a conversation stay
+    apart.  System messages are left out.  The result is clipped to
+    ``max_chars`` (head and tail kept).
 
     Args:
         msgs: The messages of the turn, in order.
@@ -107,339 +98,39 @@ def render_turn(msgs: Sequence[Msg], max_chars: int = 4_000) -> str:
             continue
         text = m.text.strip()
         if text:
-            lines.append(f"{m.role}: {text}")
+            lines.append(f"{speaker_label(m)}: {text}")
         for use in m.tool_uses:
             args = json.dumps(use.input, ensure_ascii=False, default=str)
-            lines.append(f"{m.role} called {use.name}({_clip(args, 200)})")
+            lines.append(f"{speaker_label(m)} called {use.name}({_clip(args, 200)})")
         for res in m.tool_results:
             label = res.name or res.tool_use_id
             lines.append(f"tool {label} returned: {_clip(res.output.strip(), 300)}")
     return _clip("\n".join(lines), max_chars)
 
 
-# -- offline rules -------------------------------------------------------------------------
+_QUESTION_RE: Final = re.compile(r"[^.!?\n]*\?")
+_MAX_CONTEXT_CHARS: Final = 160
 
 
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
+def turn_speaker(msgs: Sequence[Msg]) -> str | None:
+    """The one speaker of a turn (``speaker_label``), or None when several speak."""
+    labels = {speaker_label(m) for m in msgs if m.role != "system"}
+    return labels.pop() if len(labels) == 1 else None
 
 
-_SENTENCE_RE: Final = re.compile(r"[^.!?\n]+[.!?]?")
-_VALUE: Final = r"([^,;:!?()\n]{1,80}?)"
-_END: Final = r"\s*(?:[,;:!?()\n]|\.(?:\s|$)|\s+(?:and|but|because|since|so|which|who)\s|$)"
-_NAME_WORD: Final = r"[A-Z][\w'-]*"
-_NOT_NAMES: Final = _words(
-    "Sorry Sure Fine Good Glad Happy Here Back Done Ready Not Just Okay Ok Afraid Tired "
-    "Busy Going Trying Looking Still Also Really New Hungry Excited Interested"
-)
-_NOT_OWNED: Final = _words(
-    "question questions problem problems idea doubt issue issues feeling look go try"
-)
-_MONTHS: Final = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-)
-_DATE_RE: Final = re.compile(
-    rf"\b(?:\d{{4}}-\d{{2}}-\d{{2}}|\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?|"
-    rf"{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?|"
-    rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS}(?:,? \d{{4}})?|"
-    r"(?:next|this) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|week|month|year)|"
-    r"tomorrow|tonight)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON_RE: Final = re.compile(r"\b(?:I|I'm|I've|I'll|my|we|we're|our)\b", re.IGNORECASE)
+def last_question(msgs: Sequence[Msg]) -> str:
+    """The last question asked in a turn's text ("" when its last sentence is no question)."""
+    text = " ".join(m.text for m in msgs if m.role in ("user", "assistant")).strip()
+    if not text.endswith("?"):
+        return ""
+    found = _QUESTION_RE.findall(text)
+    question = " ".join(found[-1].split()) if found else ""
+    return question if len(question) <= _MAX_CONTEXT_CHARS else ""
 
 
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
-
-
-# (pattern, template, kind, slot template, importance, confidence, tags)
-_Rule = tuple[re.Pattern[str], str, str, str, float, float, tuple[str, ...]]
-_RULES: Final[tuple[_Rule, ...]] = (
-    (
-        _rx(r"\b(?:please )?remember (?:that )?([^!?\n]{3,200}?)\s*(?:[.!?]|$)"),
-        "{0}",
-        "fact",
-        "",
-        0.8,
-        0.9,
-        ("remember",),
-    ),
-    (
-        re.compile(rf"\b[Mm]y name is ({_NAME_WORD}(?: {_NAME_WORD}){{0,3}})"),
-        "User's name is {0}",
-        "fact",
-        "name",
-        0.9,
-        0.95,
-        ("identity",),
-    ),
-    (
-        re.compile(rf"\b(?:[Cc]all me|I'm called|I am called) ({_NAME_WORD})"),
-        "User's name is {0}",
-        "fact",
-        "name",
-        0.9,
-        0.9,
-        ("identity",),
-    ),
-    (
-        re.compile(
-            rf"^\s*(?:[Hh]i|[Hh]ello|[Hh]ey)?[,!]?\s*I(?:'m| am) ({_NAME_WORD})\s*(?:[.,!]|$)"
-        ),
-        "User's name is {0}",
-        "fact",
-        "name",
-        0.8,
-        0.75,
-        ("identity",),
-    ),
-    (
-        _rx(rf"\bI(?: now)? (?:live|am living|'m living|reside) in {_VALUE}{_END}"),
-        "User lives in {0}",
-        "fact",
-        "location",
-        0.7,
-        0.9,
-        ("location",),
-    ),
-    (
-        _rx(rf"\bI(?: just| recently)? (?:moved|relocated) to {_VALUE}{_END}"),
-        "User lives in {0}",
-        "fact",
-        "location",
-        0.7,
-        0.85,
-        ("location",),
-    ),
-    (
-        _rx(rf"\bI(?:'m| am| come) from {_VALUE}{_END}"),
-        "User is from {0}",
-        "fact",
-        "origin",
-        0.6,
-        0.85,
-        ("location",),
-    ),
-    (
-        _rx(rf"\bI(?: now)? work (?:at|for) {_VALUE}{_END}"),
-        "User works at {0}",
-        "fact",
-        "employer",
-        0.7,
-        0.85,
-        ("work",),
-    ),
-    (
-        _rx(rf"\bI(?: now)? work as ((?:an? )?{_VALUE[1:-1]}){_END}"),
-        "User works as {0}",
-        "fact",
-        "occupation",
-        0.7,
-        0.85,
-        ("work",),
-    ),
-    (
-        _rx(rf"\bI(?:'m| am) allergic to {_VALUE}{_END}"),
-        "User is allergic to {0}",
-        "fact",
-        "allergy:{0}",
-        0.9,
-        0.9,
-        ("health",),
-    ),
-    (
-        _rx(
-            rf"\bI (?:do not|don't|dont|never) (?:really )?(?:like|love|enjoy|eat|drink) "
-            rf"{_VALUE}{_END}"
-        ),
-        "User dislikes {0}",
-        "preference",
-        "pref:{0}",
-        0.6,
-        0.85,
-        ("preference",),
-    ),
-    (
-        _rx(rf"\bI (?:really |truly )?(?:hate|dislike|can't stand|cannot stand) {_VALUE}{_END}"),
-        "User dislikes {0}",
-        "preference",
-        "pref:{0}",
-        0.6,
-        0.85,
-        ("preference",),
-    ),
-    (
-        _rx(
-            rf"\bI (?:really |absolutely |truly )?(?:like|love|enjoy|prefer|adore) "
-            rf"{_VALUE}{_END}"
-        ),
-        "User likes {0}",
-        "preference",
-        "pref:{0}",
-        0.6,
-        0.8,
-        ("preference",),
-    ),
-    (
-        _rx(rf"\bmy (favou?rite [a-z]+(?: [a-z]+)?) is {_VALUE}{_END}"),
-        "User's {0} is {1}",
-        "preference",
-        "my:{0}",
-        0.6,
-        0.9,
-        ("preference",),
-    ),
-    (
-        _rx(rf"\bmy ([a-z]+(?:'s)?(?: [a-z]+){{0,2}}) (?:is|are) {_VALUE}{_END}"),
-        "User's {0} is {1}",
-        "fact",
-        "my:{0}",
-        0.6,
-        0.65,
-        ("personal",),
-    ),
-    (
-        _rx(rf"\bI (?:have|own|'ve got|have got) ((?:an?|one|two|three|four|\d+) {_VALUE}){_END}"),
-        "User has {0}",
-        "fact",
-        "",
-        0.5,
-        0.7,
-        ("personal",),
-    ),
-)
-_VAGUE_SUBJECTS: Final = _words(
-    "problem question point guess bad fault turn pleasure idea plan issue feeling "
-    "opinion answer goal"
-)
-_TRAILING_JUNK: Final = re.compile(
-    r"\s+(?:too|as well|now|though|anyway|actually|a lot|recently|yesterday|today|"
-    r"(?:last|this|next) (?:week|month|year)|in \d{4}|since \d{4}|for (?:\w+ )?years?)$",
-    re.IGNORECASE,
-)
-
-
-_PRONOUNS: Final = (
-    (re.compile(r"\bI am\b|\bI'm\b"), "User is"),
-    (re.compile(r"\bI've\b"), "User has"),
-    (re.compile(r"\bI\b"), "User"),
-    (re.compile(r"\b[Mm]y\b"), "User's"),
-    (re.compile(r"\b[Mm]e\b"), "User"),
-)
-
-
-def _third_person(text: str) -> str:
-    for pattern, repl in _PRONOUNS:
-        text = pattern.sub(repl, text)
-    return text[:1].upper() + text[1:]
-
-
-def _clean(value: str) -> str:
-    value = value.strip().strip("\"'`").strip()
-    value = _TRAILING_JUNK.sub("", value)
-    return value.rstrip(" .")
-
-
-class RuleExtractor:
-    """Offline extractor of simple first-person facts (see the module docstring).
-
-    Only user messages are read; facts are phrased in the third person
-    ("User lives in Paris").  Deterministic; about 20 us per short message.
-
-    Args:
-        min_confidence: Facts below this confidence are left out.
-    """
-
-    name = "rules"
-
-    def __init__(self, *, min_confidence: float = 0.0) -> None:
-        self._min_confidence = min_confidence
-
-    def extract(self, turns: Sequence[Sequence[Msg]]) -> list[ExtractedFact]:
-        """The facts stated by the user in ``turns``, in order, without exact repeats.
-
-        Args:
-            turns: Turns, each a sequence of messages.
-
-        Returns:
-            The facts.
-        """
-        out: list[ExtractedFact] = []
-        seen: set[str] = set()
-        for turn in turns:
-            for msg in turn:
-                if msg.role != "user":
-                    continue
-                text = msg.text
-                if not text:
-                    continue
-                for fact in self._from_text(text, msg.id):
-                    key = fact.content.casefold()
-                    if key in seen or fact.confidence < self._min_confidence:
-                        continue
-                    seen.add(key)
-                    out.append(fact)
-        return out
-
-    def _from_text(self, text: str, msg_id: str) -> list[ExtractedFact]:
-        found: list[ExtractedFact] = []
-        for sentence in _SENTENCE_RE.findall(text):
-            sentence = sentence.strip()
-            if len(sentence) < 4:
-                continue
-            taken: list[tuple[int, int]] = []
-            hits: list[tuple[int, ExtractedFact]] = []
-            for pattern, template, kind, slot, importance, confidence, tags in _RULES:
-                m = pattern.search(sentence)
-                if m is None or any(m.start() < e and s < m.end() for s, e in taken):
-                    continue
-                groups = [_clean(g) for g in m.groups()]
-                if not all(groups):
-                    continue
-                if template.startswith("User's {0} is") and (
-                    groups[0].casefold() in _VAGUE_SUBJECTS or groups[0].casefold() == "name"
-                ):
-                    continue
-                if template == "User has {0}" and any(
-                    w in _NOT_OWNED for w in groups[0].casefold().split()
-                ):
-                    continue
-                if template.startswith("User's name") and groups[0] in _NOT_NAMES:
-                    continue
-                if template == "{0}":
-                    content = _third_person(groups[0])
-                else:
-                    content = template.format(*groups)
-                hits.append(
-                    (
-                        m.start(),
-                        ExtractedFact(
-                            content=content,
-                            kind=kind,
-                            importance=importance,
-                            confidence=confidence,
-                            tags=tags,
-                            slot=slot.format(*(g.casefold() for g in groups)) if slot else "",
-                            source_ids=(msg_id,),
-                        ),
-                    )
-                )
-                taken.append(m.span())
-            found.extend(f for _, f in sorted(hits, key=lambda h: h[0]))
-            if not taken and _DATE_RE.search(sentence) and _FIRST_PERSON_RE.search(sentence):
-                found.append(
-                    ExtractedFact(
-                        content=f"User said: {sentence.rstrip('.')}",
-                        kind="fact",
-                        importance=0.6,
-                        confidence=0.7,
-                        tags=("date",),
-                        source_ids=(msg_id,),
-                    )
-                )
-        return found
+def reply_context(asker: str, question: str) -> str:
+    """The note an episode carries about the question it answers."""
+    return f' (replying to {asker}: "{question}")'
 
 
 # -- with a model -----------------------------------------------------------------------------
@@ -541,6 +232,10 @@ def facts_from_json(value: Any, source_ids: tuple[str, ...] = ()) -> list[Extrac
 class ModelExtractor:
     """Extracts facts with a chat model: one call per batch of turns.
 
+    Facts without support in the conversation (a name, number or most
+    content words it never mentions: :mod:`actormem.recorder._support`) are
+    dropped and counted in ``unsupported``.
+
     Args:
         model: The chat model.
         timeout: Seconds per call.
@@ -566,6 +261,7 @@ class ModelExtractor:
         self._max_chars = max_chars
         self._prompt = prompt
         self.calls = 0
+        self.unsupported = 0  # facts dropped because the conversation does not support them
 
     def extract(self, turns: Sequence[Sequence[Msg]]) -> list[ExtractedFact]:
         """The facts the model finds in ``turns``.
@@ -583,7 +279,7 @@ class ModelExtractor:
             Msg.system(self._prompt.format(today=today)),
             Msg.user(f"Conversation:\n{conversation}"),
         ]
-        return ask_json(
+        facts = ask_json(
             self._model,
             messages,
             lambda value: facts_from_json(value, source_ids),
@@ -591,6 +287,16 @@ class ModelExtractor:
             retries=self._retries,
             counter=self,
         )
+        # A fact the conversation does not support is made up: drop it.
+        source = "\n".join(m.text for t in turns for m in t if m.role != "system")
+        speakers = tuple(m.name for t in turns for m in t if m.name)
+        checker = SupportChecker(source, speakers)
+        kept = [f for f in facts if checker.supported(f.content)]
+        if len(kept) < len(facts):
+            dropped = [f.content for f in facts if not checker.supported(f.content)]
+            self.unsupported += len(dropped)
+            log.warning("recorder.unsupported_facts_dropped", facts=dropped[:10], n=len(dropped))
+        return kept
 
 
 def ask_json(

@@ -9,9 +9,12 @@ row with the old and new value.
 
 They live in a sibling namespace of the runtime's (:func:`facts_namespace`:
 the most specific field that is set gets a ``#facts`` suffix), which keeps
-them out of reach of ``on_idle`` maintenance (decay, consolidation, caps
-work on the runtime's namespace scope) while the runtime still searches
-them beside the other memories.  A key index (key -> memory id) is loaded
+them out of the runtime's own namespace while the runtime still searches
+them beside the other memories.  The store itself never lets maintenance
+touch a memory of kind ``keyed_fact``, whatever scope is maintained (an
+agent-level runtime's ``on_idle`` covers its runs' ``#facts`` namespaces),
+and refuses to update or delete one through any namespace but its own
+(:mod:`actormem.store._kinds`).  A key index (key -> memory id) is loaded
 from the store on first use; lookups are one ``get`` by id.
 """
 
@@ -25,13 +28,19 @@ from typing import Any, Final
 import msgspec
 import structlog
 
-from actormem.store import HistoryRecord, MemoryStore, Namespace, NewMemory, WriteResult
+from actormem.store import (
+    KEYED_KIND,
+    HistoryRecord,
+    MemoryStore,
+    Namespace,
+    NewMemory,
+    WriteResult,
+)
 
 __all__ = ["FACTS_SUFFIX", "KEYED_KIND", "KeyedFacts", "facts_namespace"]
 
 log = structlog.get_logger(__name__)
 
-KEYED_KIND: Final = "keyed_fact"
 FACTS_SUFFIX: Final = "#facts"
 _MAX_KEY: Final = 200
 _MAX_CATEGORY: Final = 64

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from actormem.store._duckdb import DuckDBStore, content_hash, rich_progress
 from actormem.store._index import tokenize
+from actormem.store._kinds import KEYED_KIND, MERGE_KINDS
 from actormem.store._protocol import MemoryStore, ProgressCallback
 from actormem.store._relevance import RelevanceWeights, decayed_relevance, relevance
 from actormem.store._schema import SCHEMA_VERSION
@@ -49,7 +50,9 @@ from actormem.store._types import (
 )
 
 __all__ = [
+    "KEYED_KIND",
     "KINDS",
+    "MERGE_KINDS",
     "SCHEMA_VERSION",
     "DuckDBStore",
     "EmbedderMismatchError",

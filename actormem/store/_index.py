@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem.store._ranking import Scored, rank_candidates
 from actormem.store._relevance import RelevanceWeights, relevance
 from actormem.store._types import MemoryRecord, Namespace, SearchConfig, SearchFilters, SearchMode
 
@@ -195,20 +196,6 @@ def prepare(records: Sequence[MemoryRecord]) -> Prepared:
         rows=pairs % max(count, 1),
         tfs=tf.astype(np.float32),
     )
-
-
-class Scored(msgspec.Struct, frozen=True):
-    """A scored row before it becomes a :class:`SearchHit`."""
-
-    row: int
-    score: float
-    bm25: float
-    cosine: float
-    fused: float
-    relevance: float
-    soft_match: float = 0.0
-    speaker_match: float = 0.0
-    time_match: float = 0.0
 
 
 class _Interner:
@@ -916,53 +903,27 @@ class MemoryIndex:
             else:
                 c_cos = np.zeros(idx.size)
             c_kw = kw[idx].astype(np.float64) if kw is not None else np.zeros(idx.size)
-            wv = config.vector_weight if use_vec else 0.0
-            wk = config.keyword_weight if kw is not None else 0.0
-            if wv + wk == 0:
-                wv, wk = (1.0, 0.0) if use_vec else (0.0, 1.0)
-            if config.method == "rrf":
-                vr = np.array([vec_rank.get(int(i), 0) for i in idx], dtype=np.float64)
-                kr = np.array([kw_rank.get(int(i), 0) for i in idx], dtype=np.float64)
-                k = config.rrf_k
-                fused = np.where(vr > 0, wv / (k + vr), 0.0) + np.where(kr > 0, wk / (k + kr), 0.0)
-                fused = fused / ((wv + wk) / (k + 1.0))
-            else:
-                kmax = float(c_kw.max()) if c_kw.size else 0.0
-                kn = c_kw / kmax if kmax > 0 else np.zeros_like(c_kw)
-                fused = (wv * np.clip(c_cos, 0.0, 1.0) + wk * kn) / (wv + wk)
-            rel = relevance(
-                self._importance[crow],
-                self._access[crow],
-                self._last[crow],
-                self._created[crow],
-                now,
-                weights,
+            return rank_candidates(
+                rows=crow,
+                cosine=c_cos,
+                bm25=c_kw,
+                vec_rank=np.array([vec_rank.get(int(i), 0) for i in idx], dtype=np.float64),
+                kw_rank=np.array([kw_rank.get(int(i), 0) for i in idx], dtype=np.float64),
+                importance=self._importance[crow],
+                access=self._access[crow],
+                last=self._last[crow],
+                created=self._created[crow],
+                limit=limit,
+                config=config,
+                use_vec=use_vec,
+                use_kw=kw is not None,
+                now=now,
+                weights=weights,
+                rerank=rerank,
+                records=lambda top: [self._live_record(int(r)) for r in crow[top]],
+                doc_freq=self._doc_freq,
+                n_docs=self._n,
             )
-            rw = config.relevance_weight
-            final = (1.0 - rw) * fused + rw * rel
-            ranked = np.argsort(-final, kind="stable")
-            order = ranked[:limit]
-            extra = None
-            if rerank is not None and use_vec and kw is not None:  # second stage (exact or approx)
-                top = ranked[: max(limit, rerank.depth)]
-                recs = [self._live_record(int(r)) for r in crow[top]]
-                extra = rerank.apply(top, recs, fused, rel, wv + wk, self._doc_freq, self._n)
-                order, fused, final = extra.order[:limit], fused.copy(), final.copy()
-                fused[extra.order], final[extra.order] = extra.fused, extra.final
-            return [
-                Scored(
-                    row=int(crow[i]),
-                    score=float(final[i]),
-                    bm25=float(c_kw[i]),
-                    cosine=float(c_cos[i]),
-                    fused=float(fused[i]),
-                    relevance=float(rel[i]),
-                    soft_match=0.0 if extra is None else float(extra.soft[j]),
-                    speaker_match=0.0 if extra is None else float(extra.speaker[j]),
-                    time_match=0.0 if extra is None else float(extra.time[j]),
-                )
-                for j, i in enumerate(order)
-            ]
 
     def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
         """Positions in ``rows`` of the (approximately) ``k`` nearest, best first.

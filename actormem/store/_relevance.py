@@ -23,6 +23,9 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from actormem.store._limits import RELEVANCE_FIELDS, check_fields
+from actormem.store._types import InvalidMemoryError
+
 __all__ = [
     "DAY_SECONDS",
     "RelevanceWeights",
@@ -44,6 +47,9 @@ class RelevanceWeights(msgspec.Struct, frozen=True, kw_only=True):
     age: float = 0.1
     frequency_saturation: float = 10.0
     age_rate: float = 0.95
+
+    def __post_init__(self) -> None:
+        check_fields(self, RELEVANCE_FIELDS, "RelevanceWeights", error=InvalidMemoryError)
 
 
 DEFAULT_WEIGHTS: Final = RelevanceWeights()

@@ -24,6 +24,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from actormem.store._limits import SEARCH_FIELDS, TIMESTAMP, check_fields
+
 __all__ = [
     "KINDS",
     "EmbedderMismatchError",
@@ -244,8 +246,8 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         check_str_tuple("source_ids", self.source_ids)
         if not isinstance(self.metadata, dict):
             raise InvalidMemoryError("metadata must be a dict")
-        if self.created_at is not None and not _finite_number(self.created_at):
-            raise InvalidMemoryError(f"created_at must be a finite number: {self.created_at!r}")
+        if self.created_at is not None:
+            TIMESTAMP.check(self.created_at, "created_at", error=InvalidMemoryError)
         if self.id is not None and (not isinstance(self.id, str) or not _ID_RE.match(self.id)):
             raise InvalidMemoryError(f"id must be 1-256 printable characters: {self.id!r}")
         for name, text in (("content", self.content), ("kind", self.kind), ("id", self.id or "")):
@@ -519,31 +521,9 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.method not in ("weighted", "rrf"):
             raise InvalidMemoryError(f"unknown fusion method {self.method!r}")
-        for name in (
-            "vector_weight",
-            "keyword_weight",
-            "relevance_weight",
-            "rrf_k",
-            "bm25_k1",
-            "soft_match_weight",
-            "speaker_weight",
-            "time_weight",
-        ):
-            value = getattr(self, name)
-            if not _finite_number(value) or value < 0:
-                raise InvalidMemoryError(f"{name} must be a finite number >= 0: {value!r}")
+        check_fields(self, SEARCH_FIELDS, "SearchConfig", error=InvalidMemoryError)
         if self.vector_weight + self.keyword_weight <= 0:
             raise InvalidMemoryError("vector_weight + keyword_weight must be > 0")
-        if self.relevance_weight > 1:
-            raise InvalidMemoryError("relevance_weight must be in [0, 1]")
-        if not 0 <= self.bm25_b <= 1:
-            raise InvalidMemoryError("bm25_b must be in [0, 1]")
-        if self.candidates < 1:
-            raise InvalidMemoryError("candidates must be >= 1")
-        if not _finite_number(self.soft_match_full) or not 0 < self.soft_match_full <= 1:
-            raise InvalidMemoryError("soft_match_full must be in (0, 1]")
-        if not isinstance(self.rerank_depth, int) or self.rerank_depth < 0:
-            raise InvalidMemoryError("rerank_depth must be an int >= 0")
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):

@@ -182,3 +182,78 @@ def test_model_summarizer_falls_back_on_errors(model: FakeModel, needle: str) ->
 def test_model_summarizer_rejects_bad_timeout() -> None:
     with pytest.raises(ValueError, match="timeout"):
         ModelSummarizer(FakeModel("x"), timeout=0)
+
+
+# -- what the extractive summary spends its budget on --------------------------------------
+
+CASUAL = [  # (what the user says in passing, the name, the number)
+    ("oh and Noor Berg finally told me the gate code, it's 4417", "Noor Berg", "4417"),
+    ("btw the invoice from Lars Okafor came in at 9120 euros, ouch", "Lars Okafor", "9120"),
+    ("funny story, Aisha Mensah has 37 houseplants now", "Aisha Mensah", "37"),
+    ("we booked table 58 at the tapas place, Diego Silva sorted it", "Diego Silva", "58"),
+    ("the bus Pavel Novak takes is the 311, it stops right outside", "Pavel Novak", "311"),
+    ("I think Rosa Haddad paid 2250 for that old bike, which is crazy", "Rosa Haddad", "2250"),
+]
+
+
+def _busy_chat() -> list[Msg]:
+    """Casual facts inside chatty messages, among chit-chat and tool runs with logs."""
+    msgs: list[Msg] = []
+    for i in range(240):
+        if i % 40 == 5:
+            said = CASUAL[i // 40][0]
+            msgs.append(Msg.user(f"It's been such a long week honestly. {said}. Anyway."))
+        elif i % 3 == 0:
+            call = Msg.tool_call("run_shell", {"cmd": "pytest -q"}, call_id=f"c{i}")
+            log = "\n".join(
+                f"12:{k:02d} INFO worker-{k % 4} processed batch {i * 7 + k}" for k in range(40)
+            )
+            msgs += [call, Msg.tool_result(f"c{i}", log, name="run_shell")]
+        else:
+            msgs.append(Msg.user(FILLER[i % len(FILLER)]))
+            msgs.append(Msg.assistant(FILLER[(i + 1) % len(FILLER)]))
+    return msgs
+
+
+def test_extractive_spends_the_budget_on_information_not_volume() -> None:
+    msgs = _busy_chat()
+    counter = EstimateTokenCounter()
+    target = 400
+    text = ExtractiveSummarizer(counter).summarize(msgs, target_tokens=target).text
+    for _, name, number in CASUAL:  # every casual fact survives
+        assert name in text and number in text, (name, number, text)
+    assert text.count("processed batch") <= 2  # 80 runs of one log template: read once
+    for line in FILLER:
+        assert text.count(line) <= 1  # chit-chat repeated is not repeated in the summary
+    assert counter.count(text) <= target + 8
+    assert counter.count(text) >= target * 0.6  # it fills the target it was given
+
+
+def test_extractive_keeps_references_not_offloaded_output() -> None:
+    big = "\n".join(f"line {k}: checksum deadbeef{k:04d} ok" for k in range(3))
+    offloaded = Msg.tool_result(
+        "c1",
+        '[output offloaded as off_123abc, 900 tokens; call context_reload(offload_id="off_123abc")'
+        f" to read the original] {big}",
+        name="run_shell",
+    )
+    msgs = [
+        Msg.user("My landlord Ivo Petrov raised the rent to 1430 this month."),
+        Msg.tool_call("run_shell", {"cmd": "sha256sum *"}, call_id="c1"),
+        offloaded,
+        Msg.assistant("Checksums verified."),
+    ]
+    text = ExtractiveSummarizer().summarize(msgs, target_tokens=200).text
+    assert "off_123abc" in text  # the reference is kept
+    assert "deadbeef" not in text  # the offloaded output is not summarized again
+    assert "Ivo Petrov" in text and "1430" in text
+
+
+def test_extractive_keeps_who_said_what() -> None:
+    msgs = [
+        Msg.user("I adopted a greyhound called Pixel in 2021.", name="Andrew"),
+        Msg.user("My sister Noor moved to Oslo in March.", name="Audrey"),
+    ]
+    text = ExtractiveSummarizer().summarize(msgs, target_tokens=200).text
+    assert "Andrew (user): I adopted a greyhound called Pixel" in text
+    assert "Audrey (user): My sister Noor moved to Oslo" in text

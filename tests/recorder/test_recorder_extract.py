@@ -49,7 +49,7 @@ def rules(text: str) -> list[tuple[str, str]]:
             "I have a dentist appointment on May 3rd.",
             [("User has a dentist appointment on May 3rd", "")],
         ),
-        ("We fly to Rome next friday.", [("User said: We fly to Rome next friday", "")]),
+        ("We fly to Rome next friday.", [("User flies to Rome next friday", "")]),
     ],
 )
 def test_rules_find_first_person_facts(text: str, expected: list[tuple[str, str]]) -> None:

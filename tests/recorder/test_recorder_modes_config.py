@@ -30,7 +30,7 @@ def test_config_defaults_and_replace() -> None:
     ("field", "value", "message"),
     [
         ("batch_seconds", 0, "batch_seconds"),
-        ("batch_count", 0, "batch_count must be an int >= 1"),
+        ("batch_count", 0, r"batch_count must be an int in \[1, 1000000\]"),
         ("max_pending", 0, "max_pending"),
         ("confidence_threshold", 1.5, "confidence_threshold"),
         ("record_episodes", "yes", "record_episodes"),

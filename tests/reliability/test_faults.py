@@ -202,7 +202,7 @@ def test_compressor_model_faults_degrade_to_offline_summaries(tmp_path: Path, mo
     ],
     ids=["raises", "hangs", "garbage", "wrong-shape"],
 )
-def test_recorder_model_faults_keep_episodes_and_say_so(
+def test_recorder_model_faults_fall_back_to_the_offline_extractor_and_say_so(
     tmp_path: Path, store: DuckDBStore, model: Any
 ) -> None:
     with MemoryRuntime(
@@ -211,10 +211,13 @@ def test_recorder_model_faults_keep_episodes_and_say_so(
         ev = Events(rt)
         rt.record(_turn("I live in Lisbon and my dog is called Rex"))
         rt.flush(15)
-        failed = ev.wait_for(RecordingFailed)
-        assert "skipped" in failed[0].action and failed[0].error
+        fallback = ev.wait_for(ModelFallback)
+        assert fallback[0].component == "recorder.extraction" and fallback[0].error
+        assert "offline" in fallback[0].fallback
         episodes = store.list(NS, kinds=["episode"])
         assert len(episodes) == 1 and "Lisbon" in episodes[0].content
+        facts = {m.content for m in store.list(NS, kinds=["fact"])}
+        assert "User lives in Lisbon" in facts  # no fewer facts than without a model
         _alive(rt)
 
 
@@ -230,7 +233,7 @@ def test_recorder_model_that_ignores_its_timeout_does_not_stall_recording(
         t0 = time.monotonic()
         rt.flush(3)  # model_timeout 0.3 s, one retry: well within 3 s
         assert time.monotonic() - t0 < 3
-        assert ev.wait_for(RecordingFailed)[0].turns == 1
+        assert "1 turn" in ev.wait_for(ModelFallback)[0].fallback
         assert len(store.list(NS, kinds=["episode"])) == 1
         _alive(rt)
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from actormem.recorder import facts_namespace
 from actormem.store import (
     EmbeddingError,
     InvalidMemoryError,
@@ -230,6 +231,15 @@ def test_near_duplicates_off(make_store: StoreFactory, ns: Namespace) -> None:
 
 
 # -- update, delete, history -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dedup", [True, False])
+def test_every_added_memory_has_an_add_history_row(store: Any, ns: Namespace, dedup: bool) -> None:
+    results = store.add_many(ns, ["Ada lives in Paris", "Ada likes tea"], dedup=dedup)
+    for res in results:
+        rows = store.history(ns, res.id)
+        assert [(h.op, h.old_content) for h in rows] == [("ADD", None)], dedup
+        assert rows[0].new_content == store.get(ns, res.id).content
 
 
 def test_update_changes_content_and_search(store: Any, ns: Namespace) -> None:
@@ -650,3 +660,237 @@ def test_bad_embeddings_store_nothing(
         bad.add_many(ns, ["first", "second"])
     assert bad.count(ns, include_deleted=True) == 0
     assert bad.history(ns) == []
+
+
+# -- what maintenance may touch: keyed facts never, events never merge ----------------------
+
+_LEVELS = (
+    Namespace(user_id="ada"),
+    Namespace(user_id="ada", agent_id="bot"),
+    Namespace(user_id="ada", agent_id="bot", run_id="r1"),
+    Namespace(user_id="ada", agent_id="bot", run_id="r1", session_id="s1"),
+)
+
+
+def _maintain_everything(store: Any, scope: Namespace) -> list[Any]:
+    return [
+        store.decay(scope, rate=0.5, threshold=0.99),
+        store.auto_forget(scope, threshold=0.99),
+        store.prune_stale(scope, max_age_days=0),
+        store.prune_duplicates(scope, threshold=0.1),
+        store.consolidate(scope, threshold=0.01),
+        store.enforce_cap(scope, 0),
+    ]
+
+
+@pytest.mark.parametrize("level", range(len(_LEVELS)))
+def test_maintenance_never_touches_keyed_facts_at_any_level(
+    make_store: StoreFactory, clock: FakeClock, level: int
+) -> None:
+    """Regression: an agent-level on_idle pruned and merged a run's keyed facts."""
+    store = make_store(max_memories=2)
+    owner = _LEVELS[level]
+    fns = facts_namespace(owner)
+    facts = [
+        store.add_many(
+            fns,
+            [
+                NewMemory(
+                    content=f"phone: 555-000{i}",
+                    kind="keyed_fact",
+                    importance=0.0,
+                    metadata={"key": f"phone{i}", "value": f"555-000{i}"},
+                )
+            ],
+            dedup=False,
+        )[0].id
+        for i in range(6)
+    ]
+    plain = store.add_many(fns, [NewMemory(content=f"note {w}", importance=0.0) for w in "abc"])
+    clock.advance(days=400)
+    before = {mid: store.get(fns, mid) for mid in facts}
+    # every scope that contains the facts' namespace, from the user down to it
+    scopes = [s for s in (*_LEVELS, fns) if s.contains(fns)]
+    assert len(scopes) == level + 1
+    for scope in scopes:
+        for report in _maintain_everything(store, scope):
+            assert not set(report.removed) & set(facts), report
+            assert not {m for pair in report.merged for m in pair} & set(facts), report
+    for mid in facts:
+        assert store.get(fns, mid) == before[mid]  # alive and unchanged, field by field
+    assert [h.op for h in store.history(fns, facts[0])] == ["ADD"]
+    # the other memories of that namespace were maintained (the test can fail)
+    assert all(store.get(fns, r.id) is None for r in plain)
+
+
+def test_keyed_facts_change_only_through_their_own_namespace(store: Any) -> None:
+    fns = Namespace(user_id="ada", agent_id="bot", run_id="r1#facts")
+    mid = store.add(fns, "plan: gold", kind="keyed_fact", metadata={"key": "plan"}).id
+    wide = Namespace(user_id="ada", agent_id="bot")
+    with pytest.raises(InvalidMemoryError, match="keyed fact"):
+        store.update(wide, mid, content="plan: silver")
+    with pytest.raises(InvalidMemoryError, match="keyed fact"):
+        store.delete(wide, mid)
+    assert store.get(fns, mid).content == "plan: gold"
+    assert store.update(fns, mid, content="plan: silver").op == "UPDATE"
+    assert store.delete(fns, mid).op == "DELETE"
+
+
+@pytest.mark.parametrize("kind", ["episode", "summary", "offload", "keyed_fact", "my_event"])
+def test_events_never_merge_at_write_time_or_in_maintenance(
+    make_store: StoreFactory, ns: Namespace, kind: str
+) -> None:
+    """Regression: near-duplicate merging left 22% of distinct recorded turns without an episode."""
+    store = make_store(near_duplicate_threshold=0.5)
+    turns = [f"user: I walked the dog at {h} o'clock. assistant: nice walk" for h in range(40)]
+    turns += ["user: ok. assistant: ok"] * 5  # exactly equal turns are still five turns
+    first = store.add_many(ns, [NewMemory(content=t, kind=kind) for t in turns[:20]])
+    rest = store.add_many(ns, [NewMemory(content=t, kind=kind) for t in turns[20:]])
+    one = [store.add(ns, turns[0], kind=kind), store.add(ns, turns[-1], kind=kind)]
+    results = first + rest + one
+    assert [r.op for r in results] == ["ADD"] * len(results)
+    assert len({r.id for r in results}) == len(turns) + 2
+    for scope in (ns, Namespace(user_id=ns.user_id)):
+        assert store.consolidate(scope, threshold=0.01).merged == ()
+        assert store.prune_duplicates(scope, threshold=0.01).merged == ()
+    assert store.count(ns) == len(turns) + 2
+
+
+def test_only_facts_of_one_kind_merge(make_store: StoreFactory, ns: Namespace) -> None:
+    store = make_store(near_duplicate_threshold=0.8)
+    fact = store.add(ns, "the cat sat on the red mat")
+    assert store.add(ns, "the cat sat on the red mat", kind="episode").op == "ADD"
+    assert store.add(ns, "the cat sat on the red mat", kind="preference").op == "ADD"
+    assert store.add(ns, "the cat sat on the red mat").id == fact.id  # same kind: merged
+    assert store.add(ns, "the cat sat on the red mat today").id == fact.id
+    assert store.consolidate(ns, threshold=0.5).merged == ()
+    assert store.count(ns) == 3
+
+
+# -- imports: streamed in batches, every column checked ------------------------------------
+
+
+def _export_rows(store: Any, ns: Namespace, tmp_path: Path, n: int) -> list[dict[str, Any]]:
+    """``n`` memories exported to JSONL and read back as the rows of the file."""
+    store.add_many(ns, [NewMemory(content=f"imported fact number {i}") for i in range(n)])
+    out = tmp_path / f"rows-{n}.jsonl"
+    store.export(ns, out)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_import_streams_in_batches(
+    make_store: StoreFactory,
+    ns: Namespace,
+    tmp_path: Path,
+    suffix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: an import read the whole file into Python first (200k rows: 1.7 GB)."""
+    import actormem.store._base as base
+    import actormem.store._files as files
+
+    src = make_store("src")
+    src.add_many(ns, [NewMemory(content=f"streamed memory number {i}") for i in range(1_234)])
+    out = tmp_path / f"big{suffix}"
+    src.export(ns, out)
+    monkeypatch.setattr(files, "IMPORT_BATCH", 500)
+    held: list[int] = []
+    decode = base.records_from_rows
+
+    def spy(rows: Any, *args: Any, **kwargs: Any) -> Any:
+        held.append(len(rows))
+        return decode(rows, *args, **kwargs)
+
+    monkeypatch.setattr(base, "records_from_rows", spy)
+    progress: list[tuple[int, int]] = []
+    dst = make_store("dst")
+    rep = dst.import_(out, progress=lambda d, t: progress.append((d, t)))
+    assert rep.read == rep.added == 1_234
+    assert max(held) <= 500 and sum(held) == 2 * 1_234  # checked, then written, by batches
+    assert progress == [(500, 1_234), (1_000, 1_234), (1_234, 1_234)]
+    assert dst.count(ns) == 1_234
+
+
+_BAD_COLUMNS: list[tuple[str, object]] = [
+    ("created_at", 10**30),  # microseconds: far past year 9999
+    ("created_at", -1),
+    ("created_at", "2024-01-01"),
+    ("created_at", None),
+    ("updated_at", 10**30),
+    ("last_accessed", -5_000_000),
+    ("deleted_at", 10**25),
+    ("importance", 2.0),
+    ("importance", -0.1),
+    ("importance", "0.5"),
+    ("access_count", -1),
+    ("access_count", 1.5),
+    ("access_count", 2**64),
+    ("access_count", True),
+    ("content", 5),
+    ("content", ""),
+    ("id", 7),
+    ("kind", 3),
+    ("tags", "abc"),
+    ("metadata", [1, 2]),
+    ("metadata", "not json"),
+    ("superseded_by", 5),
+    ("user_id", 9),
+]
+
+
+@pytest.mark.parametrize(("column", "value"), _BAD_COLUMNS)
+def test_import_refuses_a_bad_value_naming_the_row_and_column(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path, column: str, value: object
+) -> None:
+    """Regression: an imported created_at of 1e30 was stored clamped and timeline() failed."""
+    rows = _export_rows(make_store("src"), ns, tmp_path, 4)
+    rows[2][column] = value
+    path = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    dst = make_store("dst")
+    with pytest.raises(InvalidMemoryError, match=rf"import row 3 .*{column}"):
+        dst.import_(path)
+    assert dst.count(Namespace(user_id=ns.user_id), include_deleted=True) == 0  # nothing stored
+    assert dst.timeline(Namespace(user_id=ns.user_id)) == []
+
+
+def test_import_refuses_non_finite_numbers(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _export_rows(make_store("src"), ns, tmp_path, 3)
+    for column, value in (("importance", float("nan")), ("created_at", float("inf"))):
+        bad = [dict(r) for r in rows]
+        for r in bad:
+            r[column] = float(r[column])
+            r["metadata"] = json.dumps(r["metadata"])  # JSON text, as in a Parquet export
+        bad[1][column] = value
+        path = tmp_path / f"bad-{column}.parquet"
+        pq.write_table(pa.Table.from_pylist(bad), path)
+        dst = make_store(f"dst-{column}")
+        with pytest.raises(InvalidMemoryError, match=rf"import row 2 .*{column}"):
+            dst.import_(path)
+        assert dst.count(Namespace(user_id=ns.user_id)) == 0
+
+
+def test_imported_episodes_are_never_merged(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path
+) -> None:
+    src = make_store("src")
+    src.add_many(ns, [NewMemory(content="user: ok. assistant: ok", kind="episode")] * 3)
+    src.add(ns, "a fact")
+    out = tmp_path / "ep.jsonl"
+    src.export(ns, out)
+    dst = make_store("dst")
+    dst.add(ns, "user: ok. assistant: ok", kind="episode")
+    dst.add(ns, "a fact")
+    rep = dst.import_(out)
+    assert (rep.added, rep.merged) == (3, 1)  # the three turns stay three; the fact merges
+    assert dst.count(ns) == 5

@@ -1,0 +1,619 @@
+"""Sessions in PostgreSQL: one row per session, shared by any number of workers.
+
+A :class:`PostgresSession` keeps the same versioned JSON document as a
+:class:`~actormem.session.JsonSession` file (validated the same way on load)
+in one table, so several processes on several hosts can save and resume any
+session.  psycopg is imported only when one is opened (the ``postgres``
+extra).
+
+Layout (table name configurable, default ``actormem_sessions``)::
+
+    session_id      text primary key
+    version         bigint   -- 1 on the first save, +1 on every save
+    schema_version  int      -- the document's
+    document        bytea    -- the JSON document, exactly as JsonSession writes it
+    nbytes          int
+    saved_at        timestamptz
+    saved_by        text     -- host:pid of the writer
+    save_id         uuid     -- identifies one save (see "faults" below)
+
+and ``<table>_schema`` holding the layout version.  Opening runs the pending
+migrations in one transaction under an advisory lock (two workers starting
+at once migrate once); a layout newer than this actormem is refused.
+
+**Two workers saving one session at once** (``on_conflict="raise"``, the
+default): optimistic concurrency.  Each ``PostgresSession`` remembers, per
+session id, the version it last loaded or saved; a save is one statement
+that writes only if the stored version is still that one
+(``UPDATE ... WHERE version = $expected``, or ``INSERT ... ON CONFLICT DO
+NOTHING`` when it believes the session does not exist yet).  The first
+writer wins; the other gets :class:`SessionConflictError` naming who saved
+meanwhile, and nothing is written.  It continues by loading the session
+again.  A session this object never loaded counts as "should not exist":
+saving over another worker's session without reading it first is a
+conflict too.  ``on_conflict="overwrite"`` is last-writer-wins instead
+(every save is an upsert; each is still whole).  Give every worker (every
+runtime) its own ``PostgresSession``: the remembered versions are per object.
+
+**Faults.**  Every save is a single statement in its own transaction: it
+commits whole or not at all, the previous version stays intact otherwise.
+When the connection drops during a save, the outcome is checked on a new
+connection by the save's ``save_id``: committed means done; not committed
+means the save is retried once (still with the version check).  Reads are
+retried once on a new connection.  Anything else raises
+:class:`SessionStorageError` naming the database (never its password) and
+the cause.  A process that forks drops the inherited connection and opens
+its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+import structlog
+
+from actormem.session._common import (
+    DOC_DECODER,
+    RAW_DOC_DECODER,
+    SCHEMA_VERSION,
+    RawDocument,
+    SessionConflictError,
+    SessionError,
+    SessionInfo,
+    SessionStorageError,
+    apply_components,
+    decode_document,
+    encode_document,
+    validate_session_id,
+)
+from actormem.state import StateModule
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["LAYOUT_VERSION", "PostgresSession"]
+
+log = structlog.get_logger("actormem.session")
+
+T = TypeVar("T")
+_TABLE_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,40}")
+_INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
+
+#: Statements that move the table layout from version ``i`` to ``i + 1``
+#: (``{t}`` is the sessions table).  Append; never edit a released step.
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        """CREATE TABLE IF NOT EXISTS {t} (
+            session_id text PRIMARY KEY CHECK (length(session_id) BETWEEN 1 AND 128),
+            version bigint NOT NULL CHECK (version > 0),
+            schema_version integer NOT NULL,
+            document bytea NOT NULL,
+            nbytes integer NOT NULL,
+            saved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+            saved_by text NOT NULL,
+            save_id uuid NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS {t_saved_at} ON {t} (saved_at DESC)",
+    ),
+]
+#: The layout this actormem writes.
+LAYOUT_VERSION: Final = len(MIGRATIONS)
+
+
+def _import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(
+            f"PostgreSQL sessions need the postgres extra (psycopg): {_INSTALL_HINT}"
+        ) from exc
+    return psycopg
+
+
+class PostgresSession:
+    """Sessions stored in a PostgreSQL table, safe for many workers.
+
+    Args:
+        dsn: a ``postgresql://`` URL (libpq's environment variables and
+            ``~/.pgpass`` apply, so the password need not be in it).
+        table: the sessions table (lower-case letters, digits, ``_``);
+            ``<table>_schema`` holds its layout version.
+        on_conflict: ``"raise"`` (optimistic version check, the default) or
+            ``"overwrite"`` (last writer wins); see the module docstring.
+        connect_timeout: seconds to wait for the server when connecting.
+
+    Raises:
+        ImportError: the ``postgres`` extra is not installed.
+        SessionStorageError: the server cannot be reached, the login or the
+            database is wrong, or the table's layout is newer than this
+            actormem.
+        SessionError: bad ``table`` or ``on_conflict``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table: str = "actormem_sessions",
+        on_conflict: Literal["raise", "overwrite"] = "raise",
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(table, str) or not _TABLE_RE.fullmatch(table):
+            raise SessionError(
+                f"sessions table name {table!r} is not allowed: use 1-41 lower-case letters, "
+                "digits or _, starting with a letter or _"
+            )
+        if on_conflict not in ("raise", "overwrite"):
+            raise SessionError(f"on_conflict must be 'raise' or 'overwrite', got {on_conflict!r}")
+        self._pg = _import_psycopg()
+        from psycopg import sql
+
+        self._sql = sql
+        self.dsn = dsn
+        self.table = table
+        self.on_conflict: Literal["raise", "overwrite"] = on_conflict
+        self.connect_timeout = connect_timeout
+        self.url = _redacted(dsn)
+        self._t = sql.Identifier(table)
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._pid = os.getpid()
+        self._closed = False
+        self._versions: dict[str, int] = {}
+        self._writer = f"{socket.gethostname()}:{os.getpid()}"
+        with self._lock:
+            self._migrate(self._connection())
+
+    def __repr__(self) -> str:
+        return f"PostgresSession({self.url!r}, table={self.table!r})"
+
+    def location(self, session_id: str) -> str:
+        """``postgresql://user@host:port/db#table/session_id`` (never the password)."""
+        return f"{self.url}#{self.table}/{validate_session_id(session_id)}"
+
+    def _where(self, session_id: str) -> str:
+        return f"session {session_id!r} in {self.url} (table {self.table})"
+
+    def version(self, session_id: str) -> int | None:
+        """The version this object last loaded or saved (0: known absent; None: never seen)."""
+        with self._lock:
+            return self._versions.get(validate_session_id(session_id))
+
+    # -- connection -----------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._closed:
+            raise SessionStorageError(f"{self!r} is closed")
+        if self._pid != os.getpid():  # forked: the socket belongs to the parent
+            self._conn, self._pid = None, os.getpid()
+            self._writer = f"{socket.gethostname()}:{self._pid}"
+        old = self._conn
+        if old is not None and not old.closed and not old.broken:
+            return old
+        self._conn = None
+        try:
+            conn: psycopg.Connection[Any] = self._pg.connect(
+                self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            )
+        except self._pg.Error as exc:
+            raise SessionStorageError(
+                f"cannot connect to the sessions database {self.url}: {_first_line(exc)}"
+            ) from None
+        self._conn = conn
+        return conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already gone
+                log.debug("session.pg_close_failed", exc_info=True)
+
+    def _lost(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection is gone (the operation may be retried)."""
+        conn = self._conn
+        return isinstance(exc, self._pg.OperationalError | self._pg.InterfaceError) or (
+            conn is not None and (conn.closed or conn.broken)
+        )
+
+    def _run(self, what: str, op: Callable[[psycopg.Connection[Any]], T], *, retry: bool) -> T:
+        """Run ``op`` on the connection; on a lost connection reconnect (and retry once)."""
+        with self._lock:
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    return op(conn)
+                except SessionError:
+                    raise
+                except self._pg.Error as exc:
+                    lost = self._lost(exc)
+                    if lost:
+                        self._drop()
+                    if lost and retry and attempt == 1:
+                        log.warning("session.pg_retry", op=what, error=_first_line(exc))
+                        continue
+                    raise SessionStorageError(
+                        f"sessions database {self.url}: {what} failed"
+                        f"{' (connection lost)' if lost else ''}: {_first_line(exc)}"
+                    ) from None
+            raise AssertionError("unreachable")
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        sql = self._sql
+        meta = sql.Identifier(f"{self.table}_schema")
+        names = {"t": self._t, "t_saved_at": sql.Identifier(f"{self.table}_saved_at")}
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"actormem.{self.table}",)
+                )
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {m} (one boolean PRIMARY KEY DEFAULT true "
+                        "CHECK (one), version integer NOT NULL, migrated_at timestamptz NOT NULL)"
+                    ).format(m=meta)
+                )
+                row = conn.execute(sql.SQL("SELECT version FROM {m}").format(m=meta)).fetchone()
+                current = int(row[0]) if row else 0
+                if current > LAYOUT_VERSION:
+                    raise SessionStorageError(
+                        f"sessions table {self.table} in {self.url} has layout version {current}, "
+                        f"newer than this actormem supports ({LAYOUT_VERSION}); upgrade actormem"
+                    )
+                for step in range(current, LAYOUT_VERSION):
+                    for statement in MIGRATIONS[step]:
+                        conn.execute(sql.SQL(statement).format(**names))
+                if current < LAYOUT_VERSION:
+                    conn.execute(
+                        sql.SQL(
+                            "INSERT INTO {m} (one, version, migrated_at) VALUES (true, %s, now()) "
+                            "ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version, "
+                            "migrated_at = EXCLUDED.migrated_at"
+                        ).format(m=meta),
+                        (LAYOUT_VERSION,),
+                    )
+                    log.info(
+                        "session.pg_migrated",
+                        table=self.table,
+                        from_version=current,
+                        to_version=LAYOUT_VERSION,
+                    )
+        except SessionError:
+            raise
+        except self._pg.Error as exc:
+            self._drop()
+            raise SessionStorageError(
+                f"cannot prepare the sessions table {self.table} in {self.url}: {_first_line(exc)}"
+            ) from None
+
+    def close(self) -> None:
+        """Close the connection; later calls raise :class:`SessionStorageError`."""
+        with self._lock:
+            self._closed = True
+            if self._pid == os.getpid():
+                self._drop()
+            self._conn = None
+
+    def __enter__(self) -> PostgresSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------
+
+    def save(self, session_id: str, components: Mapping[str, StateModule]) -> str:
+        """Save the state of ``components`` (name -> module) in one transaction.
+
+        Returns:
+            The session's location (see :meth:`location`).
+
+        Raises:
+            SessionConflictError: another writer saved or deleted it since this
+                object loaded or saved it (``on_conflict="raise"``).
+            SessionStorageError: the database failed; the stored session is unchanged.
+            SessionError: bad id, or a state that cannot be encoded as JSON.
+        """
+        states = {name: module.state_dict() for name, module in components.items()}
+        return self.put(session_id, states).path
+
+    def save_state(self, session_id: str, states: Mapping[str, Any]) -> str:
+        """Save already-collected component states (see :meth:`save`)."""
+        return self.put(session_id, states).path
+
+    def put(self, session_id: str, states: Mapping[str, Any]) -> SessionInfo:
+        """Save already-collected states in one transaction; describe what was stored.
+
+        Raises:
+            SessionConflictError, SessionStorageError, SessionError: see :meth:`save`.
+        """
+        sid = validate_session_id(session_id)
+        data = encode_document(sid, states)
+        save_id = uuid.uuid4()
+        t0 = time.perf_counter()
+        with self._lock:
+            expected = self._versions.get(sid, 0)
+            row: tuple[Any, ...] | None = None
+            for attempt in (1, 2):
+                conn = self._connection()
+                try:
+                    row = self._write(conn, sid, data, expected, save_id)
+                    break
+                except self._pg.Error as exc:
+                    lost = self._lost(exc)
+                    self._drop()
+                    failed = f"sessions database {self.url}: saving session {sid!r} failed"
+                    if not lost:  # the server refused the statement: rolled back
+                        raise SessionStorageError(
+                            f"{failed}: {_first_line(exc)}; the stored session is unchanged"
+                        ) from None
+                    # Did the commit happen before the connection died?  The save_id says.
+                    try:
+                        row = self._run(
+                            "checking a save", lambda c: self._saved(c, sid, save_id), retry=True
+                        )
+                    except SessionStorageError as check:
+                        raise SessionStorageError(
+                            f"{failed} (connection lost: {_first_line(exc)}) and whether it "
+                            f"committed could not be checked: {check}"
+                        ) from None
+                    if row is not None:
+                        break
+                    if attempt == 2:
+                        raise SessionStorageError(
+                            f"{failed} (connection lost): {_first_line(exc)}; "
+                            "the stored session is unchanged"
+                        ) from None
+                    log.warning(
+                        "session.pg_retry", op="save", session_id=sid, error=_first_line(exc)
+                    )
+            if row is None:
+                raise self._conflict(sid, expected)
+            version, saved_at = int(row[0]), float(row[1])
+            self._versions[sid] = version
+        log.debug(
+            "session.saved",
+            session_id=sid,
+            version=version,
+            nbytes=len(data),
+            ms=round((time.perf_counter() - t0) * 1e3, 3),
+        )
+        return SessionInfo(
+            session_id=sid,
+            path=self.location(sid),
+            nbytes=len(data),
+            modified_at=saved_at,
+            version=version,
+        )
+
+    def _write(
+        self,
+        conn: psycopg.Connection[Any],
+        sid: str,
+        data: bytes,
+        expected: int,
+        save_id: uuid.UUID,
+    ) -> tuple[Any, ...] | None:
+        """One statement: the new (version, saved_at epoch), or None on a version conflict."""
+        sql = self._sql
+        returning = "RETURNING version, extract(epoch FROM saved_at)::float8"
+        values = (sid, SCHEMA_VERSION, data, len(data), self._writer, save_id)
+        insert = (
+            "INSERT INTO {t} (session_id, schema_version, document, nbytes, saved_by, save_id, "
+            "version, saved_at) VALUES (%s, %s, %b, %s, %s, %s, 1, clock_timestamp()) "
+        )
+        if self.on_conflict == "overwrite":
+            query = sql.SQL(
+                insert + "ON CONFLICT (session_id) DO UPDATE SET version = {t}.version + 1, "
+                "schema_version = EXCLUDED.schema_version, document = EXCLUDED.document, "
+                "nbytes = EXCLUDED.nbytes, saved_by = EXCLUDED.saved_by, "
+                "save_id = EXCLUDED.save_id, saved_at = EXCLUDED.saved_at " + returning
+            ).format(t=self._t)
+            return conn.execute(query, values).fetchone()
+        if expected == 0:
+            query = sql.SQL(insert + "ON CONFLICT (session_id) DO NOTHING " + returning).format(
+                t=self._t
+            )
+            return conn.execute(query, values).fetchone()
+        query = sql.SQL(
+            "UPDATE {t} SET version = version + 1, schema_version = %s, document = %b, "
+            "nbytes = %s, saved_by = %s, save_id = %s, saved_at = clock_timestamp() "
+            "WHERE session_id = %s AND version = %s " + returning
+        ).format(t=self._t)
+        params = (SCHEMA_VERSION, data, len(data), self._writer, save_id, sid, expected)
+        return conn.execute(query, params).fetchone()
+
+    def _saved(
+        self, conn: psycopg.Connection[Any], sid: str, save_id: uuid.UUID
+    ) -> tuple[Any, ...] | None:
+        query = self._sql.SQL(
+            "SELECT version, extract(epoch FROM saved_at)::float8 FROM {t} "
+            "WHERE session_id = %s AND save_id = %s"
+        ).format(t=self._t)
+        return conn.execute(query, (sid, save_id)).fetchone()
+
+    def _conflict(self, sid: str, expected: int) -> SessionConflictError:
+        query = self._sql.SQL(
+            "SELECT version, saved_by, saved_at FROM {t} WHERE session_id = %s"
+        ).format(t=self._t)
+        row = self._run(
+            "reading a conflict", lambda c: c.execute(query, (sid,)).fetchone(), retry=True
+        )
+        where = self._where(sid)
+        if row is None:
+            message = (
+                f"{where} was deleted by another writer since this worker loaded or saved "
+                f"version {expected}; nothing was written (load it again, or save under a new id)"
+            )
+            stored, by = None, None
+        else:
+            stored, by = int(row[0]), str(row[1])
+            when = row[2].isoformat(timespec="seconds")
+            if expected == 0:
+                message = (
+                    f"{where} already exists (version {stored}, saved by {by} at {when}) and "
+                    "this worker has not loaded it; nothing was written (load it first to "
+                    "continue it, or use on_conflict='overwrite' for last-writer-wins)"
+                )
+            else:
+                message = (
+                    f"{where} was saved by another writer ({by} at {when}, now version "
+                    f"{stored}) since this worker loaded or saved version {expected}; nothing "
+                    "was written (load it again to continue from the stored version)"
+                )
+        log.warning(
+            "session.conflict", session_id=sid, expected=expected, stored=stored, saved_by=by
+        )
+        return SessionConflictError(
+            message, session_id=sid, expected_version=expected, stored_version=stored, saved_by=by
+        )
+
+    # -- reading --------------------------------------------------------------------
+
+    def _fetch(self, sid: str) -> tuple[int, bytes] | None:
+        query = self._sql.SQL("SELECT version, document FROM {t} WHERE session_id = %s").format(
+            t=self._t
+        )
+
+        def op(conn: psycopg.Connection[Any]) -> tuple[int, bytes] | None:
+            with conn.cursor(binary=True) as cur:
+                row = cur.execute(query, (sid,)).fetchone()
+            return None if row is None else (int(row[0]), bytes(row[1]))
+
+        return self._run(f"reading session {sid!r}", op, retry=True)
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is stored."""
+        sid = validate_session_id(session_id)
+        query = self._sql.SQL("SELECT 1 FROM {t} WHERE session_id = %s").format(t=self._t)
+        return self._run(
+            "checking a session",
+            lambda c: c.execute(query, (sid,)).fetchone() is not None,
+            retry=True,
+        )
+
+    def read(self, session_id: str) -> dict[str, Any]:
+        """Read and validate a session; return its components (name -> state).
+
+        Raises:
+            SessionError: missing, corrupt, foreign-format or newer-version document.
+            SessionStorageError: the database failed.
+        """
+        sid = validate_session_id(session_id)
+        found = self._fetch(sid)
+        if found is None:
+            raise SessionError(f"session {sid!r} not found ({self.location(sid)})")
+        components: dict[str, Any] = decode_document(
+            found[1], self._where(sid), DOC_DECODER
+        ).components
+        return components
+
+    def load(
+        self,
+        session_id: str,
+        components: Mapping[str, StateModule],
+        *,
+        strict: bool = True,
+        allow_missing: bool = True,
+    ) -> bool:
+        """Restore ``components`` from the session; all or nothing.
+
+        Remembers the version read, so the next :meth:`save` of this session
+        succeeds only if nobody saved it in between (``on_conflict="raise"``).
+
+        Args:
+            session_id: the session to read.
+            components: name -> module to restore.
+            strict: passed to each ``load_state_dict``; also, a component
+                named here but absent from the session is an error.
+            allow_missing: return False (instead of raising) when the
+                session does not exist.
+
+        Returns:
+            True if the session existed and was loaded.
+
+        Raises:
+            SessionError: the document is unusable or a component rejected
+                its state; every component keeps (or gets back) its prior state.
+            SessionStorageError: the database failed; nothing was changed.
+        """
+        sid = validate_session_id(session_id)
+        with self._lock:
+            found = self._fetch(sid)
+            if found is None:
+                if not allow_missing:
+                    raise SessionError(f"session {sid!r} not found ({self.location(sid)})")
+                self._versions[sid] = 0
+                return False
+            version, data = found
+            where = self._where(sid)
+            doc: RawDocument = decode_document(data, where, RAW_DOC_DECODER)
+            apply_components(where, doc.components, components, strict=strict)
+            self._versions[sid] = version
+            return True
+
+    def list(self) -> list[SessionInfo]:
+        """The stored sessions, newest first."""
+        query = self._sql.SQL(
+            "SELECT session_id, nbytes, extract(epoch FROM saved_at)::float8, version FROM {t} "
+            "ORDER BY saved_at DESC, session_id"
+        ).format(t=self._t)
+        rows = self._run("listing sessions", lambda c: c.execute(query).fetchall(), retry=True)
+        return [
+            SessionInfo(
+                session_id=str(sid),
+                path=f"{self.url}#{self.table}/{sid}",
+                nbytes=int(nbytes),
+                modified_at=float(at),
+                version=int(version),
+            )
+            for sid, nbytes, at, version in rows
+        ]
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session; return whether it existed.
+
+        A delete retried after a lost connection reports False if the first
+        attempt had committed (the session is gone either way).
+        """
+        sid = validate_session_id(session_id)
+        query = self._sql.SQL("DELETE FROM {t} WHERE session_id = %s RETURNING 1").format(t=self._t)
+        with self._lock:
+            gone = self._run(
+                f"deleting session {sid!r}",
+                lambda c: c.execute(query, (sid,)).fetchone() is not None,
+                retry=True,
+            )
+            self._versions[sid] = 0
+        return gone
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _redacted(dsn: str) -> str:
+    """``postgresql://user@host:port/db`` from a DSN, without the password or options."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgresql://(unparsable DSN)"
+    user = params.get("user")
+    host = params.get("host") or "localhost"
+    port = params.get("port")
+    db = params.get("dbname") or ""
+    auth = f"{user}@" if user else ""
+    if str(host).startswith("/"):  # a Unix socket folder
+        return f"postgresql://{auth}/{db}?host={host}{f'&port={port}' if port else ''}"
+    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"

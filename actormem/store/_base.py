@@ -1,0 +1,837 @@
+"""What every store backend does the same way: the public write, maintenance,
+import/export and search entry points, their argument checks, embedding and
+the buffer of access counters.
+
+A backend subclasses :class:`StoreBase` and supplies the database side:
+
+* :meth:`StoreBase._write` runs a planning function inside one write
+  transaction (with whatever locking the backend needs) and commits the
+  :class:`~actormem.store._records.Batch` it filled;
+* :meth:`StoreBase._scored` finds and ranks the candidates of a search
+  (with :func:`~actormem.store._ranking.rank_candidates`);
+* :meth:`StoreBase._export_source` streams the rows of an export;
+* :meth:`StoreBase._check_open` and :meth:`StoreBase.flush`.
+
+The decisions themselves live in :mod:`actormem.store._planning`, the file
+formats in :mod:`actormem.store._files`, the ranking in
+:mod:`actormem.store._ranking`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import structlog
+
+from actormem.models.base import Embedder
+from actormem.store import _files
+from actormem.store._files import check_path, iter_rows, records_from_rows, write_export
+from actormem.store._index import tokenize
+from actormem.store._kinds import check_keyed_scope, merge_kind
+from actormem.store._limits import MAINTENANCE_ARGS, STORE_SETTINGS, Span
+from actormem.store._planning import (
+    Planner,
+    jaccard,
+    plan_merges,
+    remove_records,
+    similar_pairs,
+)
+from actormem.store._protocol import ProgressCallback
+from actormem.store._ranking import Scored
+from actormem.store._records import (
+    Batch,
+    Change,
+    check_limit,
+    check_namespace,
+    content_hash,
+    json_text,
+    query_text,
+)
+from actormem.store._relevance import DAY_SECONDS, RelevanceWeights, decayed_relevance
+from actormem.store._rerank import QueryRerank, Reranker
+from actormem.store._types import (
+    EmbeddingError,
+    ExportReport,
+    ImportReport,
+    InvalidMemoryError,
+    MaintenanceReport,
+    MemoryNotFoundError,
+    MemoryRecord,
+    Namespace,
+    NewMemory,
+    SearchConfig,
+    SearchFilters,
+    SearchHit,
+    SearchMode,
+    StoreClosedError,
+    WriteResult,
+    check_importance,
+    check_str_tuple,
+)
+
+__all__ = ["StoreBase"]
+
+log = structlog.get_logger(__name__)
+
+F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
+Plan = Callable[[Planner, float, Batch], T]
+
+
+class StoreBase:
+    """The backend-independent half of a :class:`~actormem.store.MemoryStore`."""
+
+    _embedder: Embedder
+    _dim: int
+    _near: float | None
+    _max_memories: int | None
+    _config: SearchConfig
+    _reranker: Reranker
+    _weights: RelevanceWeights
+    _clock: Callable[[], float]
+
+    def _init_common(
+        self,
+        embedder: Embedder | None,
+        near_duplicate_threshold: float | None,
+        max_memories: int | None,
+        search_config: SearchConfig | None,
+        relevance_weights: RelevanceWeights | None,
+        clock: Callable[[], float],
+        check: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Check and keep the settings every backend takes (``check`` runs in between)."""
+        _check_args(
+            STORE_SETTINGS,
+            near_duplicate_threshold=near_duplicate_threshold,
+            max_memories=max_memories,
+        )
+        check()
+        if embedder is None:
+            from actormem.models.embedders import WordLlamaEmbedder
+
+            embedder = WordLlamaEmbedder()
+        if not isinstance(embedder, Embedder):
+            raise InvalidMemoryError("embedder must implement the Embedder protocol")
+        self._embedder = embedder
+        self._dim = int(embedder.dim)
+        self._near = near_duplicate_threshold
+        self._max_memories = max_memories
+        self._config = search_config or SearchConfig()
+        self._reranker = Reranker(embedder)
+        self._weights = relevance_weights or RelevanceWeights()
+        self._clock = clock
+        self._touch_lock = threading.Lock()
+        self._pending: dict[str, tuple[int, float]] = {}
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    # -- backend hooks ----------------------------------------------------------------
+
+    def _check_open(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def flush(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _write(self, what: str, plan: Plan[T], *, lock: Namespace | None = None) -> T:
+        """Run ``plan(planner, now, batch)`` in one write transaction and commit the batch.
+
+        ``lock`` names the concrete namespace the plan deduplicates against
+        (backends shared by several processes serialise such writes).
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _scored(
+        self,
+        scope: Namespace,
+        terms: builtins.list[str],
+        qvec: F32 | None,
+        limit: int,
+        filters: SearchFilters | None,
+        cfg: SearchConfig,
+        mode: SearchMode,
+        now: float,
+        rerank: QueryRerank | None,
+        touch: bool,
+    ) -> builtins.list[tuple[Scored, MemoryRecord]]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _export_source(
+        self, namespace: Namespace
+    ) -> tuple[int, Iterable[pa.RecordBatch], pa.Schema]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder in use."""
+        return self._embedder
+
+    @property
+    def dim(self) -> int:
+        """The vector size."""
+        return self._dim
+
+    # -- access counters ------------------------------------------------------------------
+
+    def _start_flusher(self, interval: float | None, name: str) -> None:
+        if interval is None:
+            return
+        self._flusher = threading.Thread(
+            target=self._flush_loop, args=(interval,), name=name, daemon=True
+        )
+        self._flusher.start()
+
+    def _stop_flusher(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join(timeout=5)
+
+    def _flush_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            if self._pending:
+                try:
+                    self.flush()
+                except StoreClosedError:
+                    return
+                except Exception as exc:  # keep the thread alive; the next tick retries
+                    log.warning("store.touch_flush_failed", store=repr(self), error=str(exc))
+
+    def _take_pending(self) -> dict[str, tuple[int, float]]:
+        with self._touch_lock:
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def _restore_pending(self, pending: dict[str, tuple[int, float]]) -> None:
+        """Put counters whose write failed back for the next attempt."""
+        with self._touch_lock:
+            for mid, (n, ts) in pending.items():
+                old_n, old_ts = self._pending.get(mid, (0, 0.0))
+                self._pending[mid] = (old_n + n, max(old_ts, ts))
+
+    def _drop_pending(self, ids: Iterable[str]) -> None:
+        with self._touch_lock:
+            for mid in ids:
+                self._pending.pop(mid, None)
+
+    def _with_pending(self, rec: MemoryRecord) -> MemoryRecord:
+        """``rec`` with the retrievals not yet written added to its access figures."""
+        pending = self._pending.get(rec.id)
+        if pending is None:
+            return rec
+        return msgspec.structs.replace(
+            rec,
+            access_count=rec.access_count + pending[0],
+            last_accessed=max(rec.last_accessed, pending[1]),
+        )
+
+    # -- embedding ---------------------------------------------------------------------
+
+    def _embed(self, texts: Sequence[str]) -> F32:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        try:
+            raw = self._embedder.embed(list(texts))
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedder {self._embedder.name!r} failed on {len(texts)} texts: {exc}"
+            ) from exc
+        if not isinstance(raw, np.ndarray):
+            raise EmbeddingError(
+                f"embedder {self._embedder.name!r} returned {type(raw).__name__}, "
+                "expected a numpy array"
+            )
+        if raw.shape != (len(texts), self._dim):
+            raise EmbeddingError(
+                f"embedder {self._embedder.name!r} returned shape {raw.shape}, expected "
+                f"({len(texts)}, {self._dim})"
+            )
+        if not np.issubdtype(raw.dtype, np.number):
+            raise EmbeddingError(f"embedder {self._embedder.name!r} returned dtype {raw.dtype}")
+        vecs = np.array(raw, dtype=np.float32, order="C")
+        finite = np.isfinite(vecs).all(axis=1)
+        if not finite.all():
+            raise EmbeddingError(
+                f"embedder {self._embedder.name!r} returned NaN or infinite values for text "
+                f"{int(np.flatnonzero(~finite)[0])}; nothing was stored"
+            )
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        np.divide(vecs, norms, out=vecs, where=norms > 0)
+        return vecs
+
+    # -- writes ------------------------------------------------------------------------
+
+    def add(
+        self,
+        namespace: Namespace,
+        content: str | NewMemory,
+        *,
+        kind: str = "fact",
+        importance: float = 0.5,
+        tags: Sequence[str] = (),
+        source_ids: Sequence[str] = (),
+        metadata: dict[str, Any] | None = None,
+        created_at: float | None = None,
+    ) -> WriteResult:
+        """Add one memory (or merge it into a duplicate).
+
+        Args:
+            namespace: Where it belongs (at least one field set).
+            content: The text, or a complete :class:`NewMemory` (then the
+                keyword arguments are ignored).
+            kind: fact, episode, summary, offload, ...
+            importance: In ``[0, 1]``.
+            tags: Labels.
+            source_ids: Source message ids.
+            metadata: Extra JSON fields.
+            created_at: When it happened (default: now).
+
+        Returns:
+            ``ADD`` with the new id, or ``MERGE`` with the survivor's id.
+
+        Raises:
+            NamespaceError: Bad namespace.
+            InvalidMemoryError: Bad content or attributes.
+            EmbeddingError: The embedder failed; nothing was stored.
+        """
+        if isinstance(content, NewMemory):
+            item = content
+        else:
+            if not isinstance(content, str):
+                raise InvalidMemoryError(f"content must be a str, got {type(content).__name__}")
+            item = NewMemory(
+                content=content,
+                kind=kind,
+                importance=importance,
+                tags=tuple(check_str_tuple("tags", tags)),
+                source_ids=tuple(check_str_tuple("source_ids", source_ids)),
+                metadata=dict(metadata or {}),
+                created_at=created_at,
+            )
+        return self.add_many(namespace, [item])[0]
+
+    def add_many(
+        self, namespace: Namespace, items: Sequence[NewMemory | str], *, dedup: bool = True
+    ) -> builtins.list[WriteResult]:
+        """Add a batch in one transaction with one embedding call.
+
+        Exact duplicates (same namespace and content hash, in the store or
+        earlier in the batch) are merged into the existing memory.  With
+        ``near_duplicate_threshold`` set, a memory whose cosine to a live one
+        of the same namespace reaches it is merged per seed 000: the more
+        relevant of the two survives and absorbs the other's access count,
+        the larger importance and the union of tags and source ids; the other
+        is marked ``superseded_by`` the survivor.
+
+        Args:
+            namespace: Where they belong.
+            items: Texts or :class:`NewMemory` values.
+            dedup: ``False`` inserts every item as a new memory.
+
+        Returns:
+            One :class:`WriteResult` per item, in order.
+
+        Raises:
+            NamespaceError, InvalidMemoryError, EmbeddingError: Nothing stored.
+        """
+        self._check_open()
+        ns = check_namespace(namespace)
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise InvalidMemoryError("items must be a sequence of str or NewMemory")
+        news: builtins.list[NewMemory] = []
+        for i, raw in enumerate(items):
+            if isinstance(raw, str):
+                news.append(NewMemory(content=raw))
+            elif isinstance(raw, NewMemory):
+                news.append(raw)
+            else:
+                raise InvalidMemoryError(
+                    f"item {i} is {type(raw).__name__}, expected str or NewMemory"
+                )
+        explicit: set[str] = set()
+        for item in news:
+            item.validate()
+            if item.id is not None:
+                if item.id in explicit:
+                    raise InvalidMemoryError(f"id {item.id!r} appears twice in the batch")
+                explicit.add(item.id)
+        if not news:
+            return []
+        vectors = self._embed([m.content for m in news])
+        hashes = [content_hash(m.content) for m in news]
+
+        def plan(planner: Planner, now: float, batch: Batch) -> builtins.list[WriteResult]:
+            return planner.plan_adds(ns, news, vectors, hashes, now, dedup, batch)
+
+        results = self._write("write", plan, lock=ns)
+        if self._max_memories is not None:
+            self.enforce_cap(ns, self._max_memories)
+        return results
+
+    def update(
+        self,
+        namespace: Namespace,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        kind: str | None = None,
+        importance: float | None = None,
+        tags: Sequence[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        reason: str = "",
+    ) -> WriteResult:
+        """Change a live memory (recorded in history with old and new content).
+
+        Args:
+            namespace: A scope that contains the memory.
+            memory_id: Its id.
+            content: New text (re-embedded).
+            kind: New kind.
+            importance: New importance.
+            tags: New tags (replace the old ones).
+            metadata: New metadata (replaces the old one).
+            reason: Free text for the audit trail.
+
+        Returns:
+            ``UPDATE`` (or ``NOOP`` when nothing changed).
+
+        Raises:
+            MemoryNotFoundError: No live memory with that id in the scope.
+        """
+        self._check_open()
+        if content is not None:
+            NewMemory(content=content).validate()
+        if kind is not None and (not isinstance(kind, str) or not 0 < len(kind) <= 64):
+            raise InvalidMemoryError(f"kind must be a non-empty str of <= 64 chars: {kind!r}")
+        if importance is not None:
+            importance = check_importance(importance)
+        new_tags = None if tags is None else check_str_tuple("tags", tags)
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidMemoryError("metadata must be a dict")
+        vector = self._embed([content])[0] if content is not None else None
+
+        def plan(planner: Planner, now: float, batch: Batch) -> WriteResult:
+            current = self._live_record(planner, namespace, memory_id)
+            check_keyed_scope(current, namespace, "update")
+            changes: dict[str, Any] = {}
+            if content is not None and content != current.content:
+                changes["content"] = content
+                changes["content_hash"] = content_hash(content)
+            if kind is not None and kind != current.kind:
+                changes["kind"] = kind
+            if importance is not None and importance != current.importance:
+                changes["importance"] = importance
+            if new_tags is not None and tuple(dict.fromkeys(new_tags)) != current.tags:
+                changes["tags"] = tuple(dict.fromkeys(new_tags))
+            if metadata is not None and metadata != current.metadata:
+                json_text(metadata)
+                changes["metadata"] = dict(metadata)
+            if not changes:
+                return WriteResult(id=memory_id, op="NOOP")
+            record = msgspec.structs.replace(current, updated_at=now, **changes)
+            batch.changes[memory_id] = Change(
+                record, content_vector=vector if "content" in changes else None
+            )
+            batch.log(
+                memory_id, record.namespace, "UPDATE", current.content, record.content, reason
+            )
+            return WriteResult(id=memory_id, op="UPDATE")
+
+        return self._write("write", plan)
+
+    def _live_record(self, planner: Planner, namespace: Namespace, memory_id: str) -> MemoryRecord:
+        if not isinstance(memory_id, str):
+            raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        scope = check_namespace(namespace)
+        rec = planner.view.record(memory_id)
+        if rec is None or not scope.contains(rec.namespace):
+            raise MemoryNotFoundError(f"no live memory {memory_id!r} in namespace {scope}")
+        return rec
+
+    def delete(self, namespace: Namespace, memory_id: str, *, reason: str = "") -> WriteResult:
+        """Soft-delete a memory (``deleted_at`` set, history row written).
+
+        Raises:
+            MemoryNotFoundError: No live memory with that id in the scope.
+        """
+        self._check_open()
+
+        def plan(planner: Planner, now: float, batch: Batch) -> WriteResult:
+            current = self._live_record(planner, namespace, memory_id)
+            check_keyed_scope(current, namespace, "delete")
+            batch.changes[memory_id] = Change(
+                msgspec.structs.replace(current, deleted_at=now, updated_at=now)
+            )
+            batch.removed.append(memory_id)
+            batch.log(memory_id, current.namespace, "DELETE", current.content, None, reason)
+            return WriteResult(id=memory_id, op="DELETE")
+
+        return self._write("write", plan)
+
+    # -- search ---------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        namespace: Namespace,
+        limit: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        mode: SearchMode = "hybrid",
+        config: SearchConfig | None = None,
+        touch: bool = True,
+    ) -> builtins.list[SearchHit]:
+        """Hybrid keyword + vector search inside a namespace scope.
+
+        Candidates are the top ``config.candidates`` of each retriever; they
+        are fused (see :class:`SearchConfig`) and blended with relevance, and
+        in hybrid mode the best ``config.rerank_depth`` are re-scored by the
+        second stage (soft term, speaker and time match).
+
+        Args:
+            query: The text to look for.
+            namespace: The scope; nothing outside it is ever returned.
+            limit: Number of hits (1..100,000).
+            filters: Extra conditions.
+            mode: ``hybrid``, ``keyword`` (BM25 only) or ``vector`` (cosine only).
+            config: Fusion settings for this call (default: the store's).
+            touch: Count this retrieval in the hits' access statistics.
+
+        Returns:
+            Hits, best first.
+        """
+        self._check_open()
+        if not isinstance(query, str):
+            raise InvalidMemoryError(f"query must be a str, got {type(query).__name__}")
+        check_limit(limit)
+        scope = check_namespace(namespace)
+        if filters is not None and not isinstance(filters, SearchFilters):
+            raise InvalidMemoryError("filters must be a SearchFilters")
+        if mode not in ("hybrid", "keyword", "vector"):
+            raise InvalidMemoryError(f"unknown search mode {mode!r}")
+        cfg = config or self._config
+        terms = tokenize(query)
+        rerank = self._reranker.prepare(query, cfg) if mode == "hybrid" else None
+        qvec = self._embed([query_text(query)])[0] if mode != "keyword" and query.strip() else None
+        now = self._clock()
+        scored = self._scored(scope, terms, qvec, limit, filters, cfg, mode, now, rerank, touch)
+        if touch and scored:
+            with self._touch_lock:
+                for _, rec in scored:
+                    n, _ = self._pending.get(rec.id, (0, 0.0))
+                    self._pending[rec.id] = (n + 1, now)
+        return [
+            SearchHit(
+                memory=rec,
+                score=s.score,
+                bm25=s.bm25,
+                cosine=s.cosine,
+                fused=s.fused,
+                relevance=s.relevance,
+                soft_match=s.soft_match,
+                speaker_match=s.speaker_match,
+                time_match=s.time_match,
+            )
+            for s, rec in scored
+        ]
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def decay(
+        self, namespace: Namespace, *, rate: float = 0.95, threshold: float = 0.10
+    ) -> MaintenanceReport:
+        """Seed 000's decay: forget memories whose ``relevance * rate ** days_unused`` < threshold.
+
+        Args:
+            namespace: The scope.
+            rate: Daily retention factor.
+            threshold: Decayed relevance below which a memory is soft-deleted.
+        """
+        _check_args(MAINTENANCE_ARGS, "decay", rate=rate, threshold=threshold)
+        self._check_open()
+        scope = check_namespace(namespace)
+
+        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
+            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
+            if not state.records:
+                return MaintenanceReport(action="decay", examined=0)
+            rel = state.relevance(now, self._weights)
+            dec = decayed_relevance(rel, state.last, now, rate)
+            victims = [r for r, d in zip(state.records, dec, strict=True) if d < threshold]
+            removed = remove_records(
+                batch, victims, "decay", now, f"decayed relevance < {threshold}"
+            )
+            return MaintenanceReport(
+                action="decay",
+                examined=len(state.records),
+                removed=removed,
+                details={
+                    "rate": rate,
+                    "threshold": threshold,
+                    "mean_decayed": float(dec.mean()),
+                    "min_decayed": float(dec.min()),
+                },
+            )
+
+        return self._write("decay", plan)
+
+    def auto_forget(self, namespace: Namespace, *, threshold: float = 0.15) -> MaintenanceReport:
+        """Soft-delete memories whose relevance is below ``threshold``."""
+        _check_args(MAINTENANCE_ARGS, "auto_forget", threshold=threshold)
+        self._check_open()
+        scope = check_namespace(namespace)
+
+        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
+            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
+            rel = state.relevance(now, self._weights)
+            victims = [r for r, s in zip(state.records, rel, strict=True) if s < threshold]
+            removed = remove_records(batch, victims, "auto_forget", now, f"relevance < {threshold}")
+            return MaintenanceReport(
+                action="auto_forget",
+                examined=len(state.records),
+                removed=removed,
+                details={"threshold": threshold},
+            )
+
+        return self._write("auto_forget", plan)
+
+    def prune_stale(self, namespace: Namespace, *, max_age_days: float = 30.0) -> MaintenanceReport:
+        """Soft-delete memories not accessed for more than ``max_age_days``."""
+        _check_args(MAINTENANCE_ARGS, "prune_stale", max_age_days=max_age_days)
+        self._check_open()
+        scope = check_namespace(namespace)
+
+        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
+            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
+            cutoff = now - max_age_days * DAY_SECONDS
+            victims = [r for r, t in zip(state.records, state.last, strict=True) if t < cutoff]
+            removed = remove_records(
+                batch, victims, "prune_stale", now, f"unused > {max_age_days} days"
+            )
+            return MaintenanceReport(
+                action="prune_stale",
+                examined=len(state.records),
+                removed=removed,
+                details={"max_age_days": max_age_days},
+            )
+
+        return self._write("prune_stale", plan)
+
+    def enforce_cap(self, namespace: Namespace, max_memories: int) -> MaintenanceReport:
+        """Keep at most ``max_memories`` per concrete namespace, evicting the least relevant."""
+        _check_args(MAINTENANCE_ARGS, "enforce_cap", max_memories=max_memories)
+        self._check_open()
+        scope = check_namespace(namespace)
+
+        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
+            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
+            rel = state.relevance(now, self._weights)
+            groups: dict[tuple[str, str, str, str], list[tuple[float, float, MemoryRecord]]] = {}
+            for rec, score in zip(state.records, rel, strict=True):
+                groups.setdefault(rec.namespace.key(), []).append(
+                    (float(score), rec.created_at, rec)
+                )
+            victims: builtins.list[MemoryRecord] = []
+            for members in groups.values():
+                if len(members) > max_memories:
+                    members.sort(key=lambda m: (m[0], m[1]))
+                    victims.extend(m[2] for m in members[: len(members) - max_memories])
+            removed = remove_records(
+                batch, victims, "enforce_cap", now, f"over cap of {max_memories}"
+            )
+            return MaintenanceReport(
+                action="enforce_cap",
+                examined=len(state.records),
+                removed=removed,
+                details={"max_memories": max_memories},
+            )
+
+        return self._write("enforce_cap", plan)
+
+    def _merge_pairs(
+        self,
+        action: str,
+        namespace: Namespace,
+        accept: Callable[[MemoryRecord, MemoryRecord, float], bool],
+        prefilter: float,
+    ) -> MaintenanceReport:
+        self._check_open()
+        scope = check_namespace(namespace)
+
+        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
+            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
+            examined = len(state.records)
+            state = state.merging()  # only facts merge, never episodes or other events
+            recs = state.records
+            if len(recs) < 2:
+                return MaintenanceReport(action=action, examined=examined)
+            rel = state.relevance(now, self._weights)
+            pairs = similar_pairs(state.vectors(), prefilter)
+            merged = plan_merges(action, recs, rel, pairs, accept, now, batch)
+            return MaintenanceReport(
+                action=action,
+                examined=examined,
+                removed=tuple(loser for _, loser in merged),
+                merged=tuple(merged),
+            )
+
+        return self._write(action, plan)
+
+    def prune_duplicates(
+        self, namespace: Namespace, *, threshold: float = 0.7
+    ) -> MaintenanceReport:
+        """Merge near-identical texts: word-set Jaccard >= ``threshold`` (seed 000).
+
+        Pairs are first found by cosine (>= 0.5) to avoid comparing every pair.
+        """
+        _check_args(MAINTENANCE_ARGS, "prune_duplicates", threshold=threshold)
+
+        def accept(a: MemoryRecord, b: MemoryRecord, sim: float) -> bool:
+            return jaccard(a.content, b.content) >= threshold
+
+        return self._merge_pairs("prune_duplicates", namespace, accept, min(0.5, threshold))
+
+    def consolidate(self, namespace: Namespace, *, threshold: float = 0.9) -> MaintenanceReport:
+        """Merge memories whose vectors have cosine >= ``threshold``.
+
+        The more relevant one survives and absorbs the other's access count,
+        the larger importance and the union of tags and source ids; the other
+        is marked ``superseded_by`` the survivor.
+        """
+        _check_args(MAINTENANCE_ARGS, "consolidate", threshold=threshold)
+        return self._merge_pairs("consolidate", namespace, lambda a, b, s: True, threshold)
+
+    # -- export / import ------------------------------------------------------------------
+
+    def export(
+        self,
+        namespace: Namespace,
+        path: str | os.PathLike[str],
+        *,
+        overwrite: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> ExportReport:
+        """Write every memory in the scope (live and deleted) to Parquet or JSONL.
+
+        The format follows the suffix (``.parquet`` or ``.jsonl``).  The file
+        is written beside the target and renamed into place when complete.
+
+        Raises:
+            InvalidMemoryError: Unknown suffix, missing folder, or the file
+                exists and ``overwrite`` is false.
+        """
+        target, fmt = check_path(path, must_exist=False)
+        if target.exists() and not overwrite:
+            raise InvalidMemoryError(f"{target} exists; pass overwrite=True to replace it")
+        self.flush()
+        total, batches, schema = self._export_source(check_namespace(namespace))
+        done = write_export(target, fmt, batches, schema, total, progress)
+        log.info("store.exported", path=str(target), format=fmt, memories=done)
+        return ExportReport(path=str(target), format=fmt, memories=done)
+
+    def import_(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        namespace: Namespace | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> ImportReport:
+        """Load memories exported by :meth:`export`.
+
+        Ids, timestamps, access counts and history-free state are kept; rows
+        whose id already exists are skipped, exact duplicates merged.
+        Vectors are reused when their size matches this store's, else
+        re-embedded.
+
+        Args:
+            path: A ``.parquet`` or ``.jsonl`` file.
+            namespace: Put every memory here instead of its own namespace.
+            progress: ``progress(done, total)``.
+
+        Raises:
+            InvalidMemoryError: Bad path or malformed rows.
+        """
+        self._check_open()
+        source, fmt = check_path(path, must_exist=True)
+        batch_size = _files.IMPORT_BATCH
+        # First pass: every row decoded and checked, one batch at a time, before
+        # anything is written -- a bad row late in the file stores nothing.
+        total = 0
+        for chunk in iter_rows(source, fmt, batch_size):
+            records_from_rows(chunk, namespace, self._dim, first=total + 1)
+            total += len(chunk)
+        # Second pass: the same batches, each one write transaction.
+        added = merged = done = 0
+        for chunk in iter_rows(source, fmt, batch_size):
+            a, m = self._import_chunk(chunk, namespace, first=done + 1)
+            added += a
+            merged += m
+            done += len(chunk)
+            if progress is not None:
+                progress(done, total)
+        log.info("store.imported", path=str(source), read=done, added=added, merged=merged)
+        return ImportReport(path=str(source), read=done, added=added, merged=merged)
+
+    def _import_chunk(
+        self, rows: Sequence[dict[str, Any]], namespace: Namespace | None, first: int = 1
+    ) -> tuple[int, int]:
+        records, vectors = records_from_rows(rows, namespace, self._dim, first=first)
+        missing = [i for i, v in enumerate(vectors) if v is None]
+        if missing:
+            fresh = self._embed([records[i].content for i in missing])
+            for pos, i in enumerate(missing):
+                vectors[i] = fresh[pos]
+
+        def plan(planner: Planner, now: float, batch: Batch) -> tuple[int, int]:
+            existing = planner.view.existing_ids([r.id for r in records])
+            merged = 0
+            seen: set[str] = set()
+            for rec, vec in zip(records, vectors, strict=True):
+                if rec.id in existing or rec.id in seen:
+                    continue
+                seen.add(rec.id)
+                if rec.alive and merge_kind(rec.kind):  # episodes and other events never merge
+                    dup = planner.view.find_hash(rec.namespace.key(), rec.content_hash)
+                    twin = planner.view.record(dup) if dup is not None else None
+                    if dup is not None and twin is not None and twin.kind == rec.kind:
+                        planner.fold(
+                            batch,
+                            dup,
+                            NewMemory(
+                                content=rec.content,
+                                kind=rec.kind,
+                                importance=rec.importance,
+                                tags=rec.tags,
+                            ),
+                            now,
+                            1.0,
+                            "import duplicate",
+                        )
+                        merged += 1
+                        continue
+                assert vec is not None
+                batch.inserts.append((rec, vec))
+                batch.log(rec.id, rec.namespace, "ADD", None, rec.content, "import")
+            live = [(r, v) for r, v in batch.inserts if r.alive]
+            dead = [(r, v) for r, v in batch.inserts if not r.alive]
+            batch.inserts = live + dead
+            return len(batch.inserts), merged
+
+        return self._write("import", plan)
+
+
+def _check_args(table: Mapping[str, Span], operation: str = "", **values: object) -> None:
+    """Check arguments against their declared ranges (:mod:`actormem.store._limits`)."""
+    for name, value in values.items():
+        span = table[f"{operation}.{name}" if operation else name]
+        span.check(value, name, error=InvalidMemoryError)

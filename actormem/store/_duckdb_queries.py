@@ -1,0 +1,585 @@
+"""The DuckDB backend's reads: records, history, the journal's tables, analytics, export.
+
+A mixin of :class:`~actormem.store.DuckDBStore` (kept apart from its
+connection handling and write path in :mod:`actormem.store._duckdb`): every
+method here is one or two parameterised SQL queries on the calling thread's
+read cursor, or a small write transaction of the journal.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import pyarrow as pa
+
+from actormem.store._records import (
+    NS_COLS,
+    check_limit,
+    check_namespace,
+    json_text,
+    row_to_compaction,
+    row_to_log,
+    row_to_record,
+    sec,
+    us,
+)
+from actormem.store._types import (
+    HistoryRecord,
+    InvalidMemoryError,
+    LogCompaction,
+    LogRecord,
+    MemoryRecord,
+    Namespace,
+    NamespaceStats,
+    NewMemory,
+    check_str_tuple,
+)
+
+__all__ = ["DuckDBQueries"]
+
+_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, kind, content, content_hash, importance, "
+    "tags, source_ids, epoch_us(created_at), epoch_us(updated_at), epoch_us(last_accessed), "
+    "access_count, superseded_by, epoch_us(deleted_at), CAST(metadata AS VARCHAR)"
+)
+_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+
+
+def _one(cur: Any, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+    """The first row of a query, reading the result to its end.
+
+    ``fetchone()`` leaves an auto-commit query's result open, and with it the
+    query's transaction, until the cursor runs its next statement.  A thread
+    that reads once and then goes quiet would keep that transaction open for
+    good: DuckDB then cannot checkpoint (the WAL grows past
+    ``checkpoint_threshold``) and keeps every later commit's undo data in
+    memory.  ``fetchall()`` completes the query and ends its transaction.
+    """
+    rows = cur.execute(sql, params).fetchall()
+    return tuple(rows[0]) if rows else None
+
+
+def _scope_sql(namespace: Namespace, prefix: str = "") -> tuple[str, list[Any]]:
+    """``(where_clause, params)`` selecting rows inside the scope ``namespace``."""
+    check_namespace(namespace)
+    parts = []
+    params: list[Any] = []
+    for name, value in namespace.items():
+        parts.append(f"{prefix}{name} = ?")
+        params.append(value)
+    return " AND ".join(parts), params
+
+
+def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
+    """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
+    check_namespace(namespace)
+    return " AND ".join(f"{c} = ?" for c in NS_COLS), list(namespace.key())
+
+
+_LOG_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, seq, epoch_us(ts), entry_type, content, "
+    "CAST(metadata AS VARCHAR), compaction_id"
+)
+_COMPACTION_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, epoch_us(ts), entries, first_seq, last_seq, "
+    "summary_id, summary, summarizer, bytes_before, bytes_after"
+)
+
+
+class DuckDBQueries:
+    """Reads, journal tables and analytics of :class:`~actormem.store.DuckDBStore`."""
+
+    _clock: Callable[[], float]
+
+    if TYPE_CHECKING:  # provided by DuckDBStore and StoreBase
+
+        def _reader(self) -> Any: ...
+
+        def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+
+        def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
+
+        def flush(self) -> None: ...
+
+    def get(
+        self, namespace: Namespace, memory_id: str, *, include_deleted: bool = False
+    ) -> MemoryRecord | None:
+        """The memory ``memory_id`` if it lies in the scope, else ``None``.
+
+        Args:
+            namespace: A scope.
+            memory_id: The id.
+            include_deleted: Also return deleted or superseded memories.
+        """
+        if not isinstance(memory_id, str):
+            raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        where, params = _scope_sql(namespace)
+        live = "" if include_deleted else f" AND {_LIVE}"
+        row = _one(
+            self._reader(),
+            f"SELECT {_SELECT} FROM memories WHERE id = ? AND {where}{live}",
+            [memory_id, *params],
+        )
+        if row is None:
+            return None
+        return self._with_pending(row_to_record(row))
+
+    def list(
+        self,
+        namespace: Namespace,
+        *,
+        kinds: Sequence[str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_deleted: bool = False,
+    ) -> builtins.list[MemoryRecord]:
+        """Memories in the scope, newest first.
+
+        Args:
+            namespace: A scope.
+            kinds: Only these kinds.
+            limit: At most this many (1..100,000).
+            offset: Skip this many.
+            include_deleted: Also list deleted and superseded memories.
+        """
+        check_limit(limit)
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidMemoryError("offset must be an int >= 0")
+        where, params = _scope_sql(namespace)
+        if not include_deleted:
+            where += f" AND {_LIVE}"
+        if kinds is not None:
+            where += " AND list_contains(?, kind)"
+            params.append(list(check_str_tuple("kinds", kinds)))
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_SELECT} FROM memories WHERE {where} "
+                "ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            )
+            .fetchall()
+        )
+        return [row_to_record(r) for r in rows]
+
+    def count(self, namespace: Namespace, *, include_deleted: bool = False) -> int:
+        """Number of memories in the scope."""
+        where, params = _scope_sql(namespace)
+        if not include_deleted:
+            where += f" AND {_LIVE}"
+        row = _one(self._reader(), f"SELECT count(*) FROM memories WHERE {where}", params)
+        return int(row[0]) if row else 0
+
+    def history(
+        self, namespace: Namespace, memory_id: str | None = None
+    ) -> builtins.list[HistoryRecord]:
+        """The audit trail in the scope (optionally of one memory), oldest first."""
+        where, params = _scope_sql(namespace)
+        if memory_id is not None:
+            where += " AND memory_id = ?"
+            params.append(memory_id)
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT id, memory_id, user_id, agent_id, run_id, session_id, op, old_content, "
+                f"new_content, epoch_us(ts), reason FROM history WHERE {where} ORDER BY ts, rowid",
+                params,
+            )
+            .fetchall()
+        )
+        return [
+            HistoryRecord(
+                id=r[0],
+                memory_id=r[1],
+                namespace=Namespace.from_key((r[2], r[3], r[4], r[5])),
+                op=r[6],
+                old_content=r[7],
+                new_content=r[8],
+                ts=r[9] / 1_000_000,
+                reason=r[10],
+            )
+            for r in rows
+        ]
+
+    # -- activity log and journal state (actormem.journal) --------------------------------
+
+    def log_append(
+        self,
+        namespace: Namespace,
+        entry_type: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> LogRecord:
+        """Append one entry to the activity log of the concrete ``namespace``.
+
+        Committed when it returns.
+
+        Args:
+            namespace: The agent's namespace (exact, not a scope).
+            entry_type: ``TOOL_USE``, ``THOUGHT``, ``USER_FEEDBACK``, ``ERROR``, ``SYSTEM``
+                (any non-empty name of at most 32 characters is accepted).
+            content: The text (non-empty).
+            metadata: Extra JSON fields.
+            ts: When (default: the store's clock).
+
+        Returns:
+            The stored entry with its ``seq``.
+
+        Raises:
+            InvalidMemoryError: A bad type, content or metadata.
+        """
+        where, params = _exact_sql(namespace)
+        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
+            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
+        NewMemory(content=content).validate()
+        meta = dict(metadata or {})
+        meta_json = json_text(meta)
+        when = self._clock() if ts is None else float(ts)
+        rid = os.urandom(16).hex()
+
+        def write(cur: Any) -> int:
+            row = cur.execute(
+                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
+            ).fetchone()
+            seq = int(row[0]) + 1
+            cur.execute(
+                "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+                "entry_type, content, metadata) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?), "
+                "?, ?, ?)",
+                [rid, *params, seq, us(when), entry_type, content, meta_json],
+            )
+            return seq
+
+        seq = self._write_txn("log append", write)
+        return LogRecord(
+            id=rid,
+            namespace=namespace,
+            seq=seq,
+            ts=us(when) / 1_000_000,
+            entry_type=entry_type,
+            content=content,
+            metadata=meta,
+        )
+
+    def log_entries(
+        self,
+        namespace: Namespace,
+        *,
+        compacted: bool | None = False,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> builtins.list[LogRecord]:
+        """Entries of the activity log of ``namespace``, oldest first.
+
+        Args:
+            namespace: The agent's namespace (exact).
+            compacted: ``False``: only live (not yet compacted) entries; ``True``:
+                only compacted ones; ``None``: all.
+            after_seq: Only entries with ``seq > after_seq``.
+            limit: At most this many (the *latest* ones when set).
+        """
+        where, params = _exact_sql(namespace)
+        if compacted is not None:
+            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
+        where += " AND seq > ?"
+        params.append(int(after_seq))
+        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
+        if limit is not None:
+            check_limit(limit)
+            sql = (
+                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
+                f"ORDER BY seq DESC LIMIT {int(limit)}) ORDER BY seq"
+            )
+        return [row_to_log(r) for r in self._reader().execute(sql, params).fetchall()]
+
+    def log_compact(
+        self,
+        namespace: Namespace,
+        entry_ids: Sequence[str],
+        *,
+        summary_id: str,
+        summary: str,
+        summarizer: str = "",
+        bytes_before: int = 0,
+        bytes_after: int = 0,
+    ) -> LogCompaction:
+        """Mark live entries as summarized by ``summary_id`` and record the compaction.
+
+        One transaction: either every entry is marked and the row written, or
+        nothing changes.  Entries are never deleted.
+
+        Raises:
+            InvalidMemoryError: ``entry_ids`` is empty, or one of them is not a
+                live entry of ``namespace``.
+        """
+        where, params = _exact_sql(namespace)
+        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
+        if not ids:
+            raise InvalidMemoryError("log_compact needs at least one entry id")
+        cid = os.urandom(16).hex()
+        now = self._clock()
+
+        def write(cur: Any) -> LogCompaction:
+            tbl = pa.table({"id": pa.array(ids, type=pa.string())})
+            cur.register("_ids", tbl)
+            try:
+                row = cur.execute(
+                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
+                    "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
+                    params,
+                ).fetchone()
+                if row is None or int(row[0]) != len(ids):
+                    raise InvalidMemoryError(
+                        f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
+                        f"not live log entries of {namespace}"
+                    )
+                cur.execute(
+                    f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
+                    "AND id IN (SELECT id FROM _ids)",
+                    [cid, *params],
+                )
+            finally:
+                cur.unregister("_ids")
+            rec = LogCompaction(
+                id=cid,
+                namespace=namespace,
+                ts=us(now) / 1_000_000,
+                entries=len(ids),
+                first_seq=int(row[1]),
+                last_seq=int(row[2]),
+                summary_id=summary_id,
+                summary=summary,
+                summarizer=summarizer,
+                bytes_before=int(bytes_before),
+                bytes_after=int(bytes_after),
+            )
+            cur.execute(
+                "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, ts, "
+                "entries, first_seq, last_seq, summary_id, summary, summarizer, bytes_before, "
+                "bytes_after) VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    cid,
+                    *params,
+                    us(now),
+                    rec.entries,
+                    rec.first_seq,
+                    rec.last_seq,
+                    summary_id,
+                    summary,
+                    summarizer,
+                    rec.bytes_before,
+                    rec.bytes_after,
+                ],
+            )
+            return rec
+
+        result: LogCompaction = self._write_txn("log compaction", write)
+        return result
+
+    def log_compactions(self, namespace: Namespace) -> builtins.list[LogCompaction]:
+        """The compactions of the activity log of ``namespace``, oldest first."""
+        where, params = _exact_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_COMPACTION_SELECT} FROM log_compactions WHERE {where} ORDER BY ts, "
+                "first_seq",
+                params,
+            )
+            .fetchall()
+        )
+        return [row_to_compaction(r) for r in rows]
+
+    def journal_state(self, namespace: Namespace) -> dict[str, str]:
+        """The journal's key/value state of the concrete ``namespace``."""
+        where, params = _exact_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(f"SELECT key, value FROM journal_state WHERE {where}", params)
+            .fetchall()
+        )
+        return {str(k): str(v) for k, v in rows}
+
+    def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
+        """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
+        _, params = _exact_sql(namespace)
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        now = us(self._clock())
+
+        def write(cur: Any) -> None:
+            for key, value in values.items():
+                cur.execute(
+                    "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+                    "value, updated_at) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?)) "
+                    "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+                    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    [*params, key, value, now],
+                )
+
+        self._write_txn("journal state write", write)
+
+    # -- analytics ------------------------------------------------------------------------
+
+    def counts_by(
+        self, namespace: Namespace, field: Literal["agent_id", "run_id", "session_id", "kind"]
+    ) -> dict[str, int]:
+        """Live memories per agent, run, session or kind inside the scope."""
+        if field not in ("agent_id", "run_id", "session_id", "kind"):
+            raise InvalidMemoryError(f"cannot count by {field!r}")
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {field}, count(*) FROM memories WHERE {where} AND {_LIVE} "
+                f"GROUP BY {field} ORDER BY count(*) DESC, {field}",
+                params,
+            )
+            .fetchall()
+        )
+        return {str(k): int(v) for k, v in rows}
+
+    def timeline(self, namespace: Namespace) -> builtins.list[tuple[str, int]]:
+        """Memories created per day (UTC, ``YYYY-MM-DD``) in the scope, oldest first."""
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT strftime(date_trunc('day', created_at), '%Y-%m-%d') AS day, count(*) "
+                f"FROM memories WHERE {where} AND {_LIVE} GROUP BY day ORDER BY day",
+                params,
+            )
+            .fetchall()
+        )
+        return [(str(d), int(c)) for d, c in rows]
+
+    def timeline_by_kind(self, namespace: Namespace) -> builtins.list[tuple[str, str, int]]:
+        """Live memories per day (UTC, ``YYYY-MM-DD``) and kind in the scope, oldest first."""
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT strftime(date_trunc('day', created_at), '%Y-%m-%d') AS day, kind, "
+                f"count(*) FROM memories WHERE {where} AND {_LIVE} GROUP BY day, kind "
+                "ORDER BY day, kind",
+                params,
+            )
+            .fetchall()
+        )
+        return [(str(d), str(k), int(c)) for d, k, c in rows]
+
+    def namespaces(self, limit: int = 1000) -> builtins.list[Namespace]:
+        """The concrete namespaces that hold memories (live or not), at most ``limit``."""
+        check_limit(limit)
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT DISTINCT user_id, agent_id, run_id, session_id FROM memories "
+                "ORDER BY ALL LIMIT ?",
+                [limit],
+            )
+            .fetchall()
+        )
+        return [Namespace.from_key((r[0], r[1], r[2], r[3])) for r in rows]
+
+    def top_tags(self, namespace: Namespace, limit: int = 10) -> builtins.list[tuple[str, int]]:
+        """The most used tags in the scope."""
+        check_limit(limit)
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT tag, count(*) AS n FROM (SELECT unnest(tags) AS tag FROM memories "
+                f"WHERE {where} AND {_LIVE}) GROUP BY tag ORDER BY n DESC, tag LIMIT ?",
+                [*params, limit],
+            )
+            .fetchall()
+        )
+        return [(str(t), int(n)) for t, n in rows]
+
+    def most_accessed(self, namespace: Namespace, limit: int = 10) -> builtins.list[MemoryRecord]:
+        """The most retrieved live memories in the scope."""
+        check_limit(limit)
+        self.flush()
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_SELECT} FROM memories WHERE {where} AND {_LIVE} "
+                "ORDER BY access_count DESC, last_accessed DESC, id LIMIT ?",
+                [*params, limit],
+            )
+            .fetchall()
+        )
+        return [row_to_record(r) for r in rows]
+
+    def stats(self, namespace: Namespace) -> builtins.list[NamespaceStats]:
+        """Figures per concrete namespace inside the scope."""
+        self.flush()
+        where, params = _scope_sql(namespace)
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT user_id, agent_id, run_id, session_id, "
+                f"count(*) FILTER (WHERE {_LIVE}), "
+                "count(*) FILTER (WHERE deleted_at IS NOT NULL), "
+                "count(*) FILTER (WHERE superseded_by IS NOT NULL AND deleted_at IS NULL), "
+                f"coalesce(avg(importance) FILTER (WHERE {_LIVE}), 0), "
+                f"coalesce(sum(access_count) FILTER (WHERE {_LIVE}), 0), "
+                f"epoch_us(min(created_at) FILTER (WHERE {_LIVE})), "
+                f"epoch_us(max(created_at) FILTER (WHERE {_LIVE})) "
+                f"FROM memories WHERE {where} GROUP BY ALL ORDER BY ALL",
+                params,
+            )
+            .fetchall()
+        )
+        kinds_rows = (
+            self._reader()
+            .execute(
+                f"SELECT user_id, agent_id, run_id, session_id, kind, count(*) FROM memories "
+                f"WHERE {where} AND {_LIVE} GROUP BY ALL",
+                params,
+            )
+            .fetchall()
+        )
+        kinds: dict[tuple[str, str, str, str], dict[str, int]] = {}
+        for u, a, r, s, k, c in kinds_rows:
+            kinds.setdefault((u, a, r, s), {})[k] = int(c)
+        return [
+            NamespaceStats(
+                namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
+                live=int(row[4]),
+                deleted=int(row[5]),
+                superseded=int(row[6]),
+                kinds=kinds.get((row[0], row[1], row[2], row[3]), {}),
+                avg_importance=float(row[7]),
+                total_access=int(row[8]),
+                first_created=sec(row[9]),
+                last_created=sec(row[10]),
+            )
+            for row in rows
+        ]
+
+    def _export_source(
+        self, namespace: Namespace
+    ) -> tuple[int, Iterable[pa.RecordBatch], pa.Schema]:
+        where, params = _scope_sql(namespace)
+        cur = self._reader()
+        total_row = _one(cur, f"SELECT count(*) FROM memories WHERE {where}", params)
+        total = int(total_row[0]) if total_row else 0
+        reader = cur.execute(
+            "SELECT id, user_id, agent_id, run_id, session_id, kind, content, content_hash, "
+            "embedding, importance, tags, source_ids, epoch_us(created_at) AS created_at, "
+            "epoch_us(updated_at) AS updated_at, epoch_us(last_accessed) AS last_accessed, "
+            "access_count, superseded_by, epoch_us(deleted_at) AS deleted_at, "
+            "CAST(metadata AS VARCHAR) AS metadata "
+            f"FROM memories WHERE {where} ORDER BY created_at, id",
+            params,
+        ).to_arrow_reader(10_000)
+        return total, reader, reader.schema

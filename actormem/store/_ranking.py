@@ -1,0 +1,132 @@
+"""How a search is ranked: fusion, relevance blend and the second stage.
+
+Every backend first collects candidates -- the top ``config.candidates`` of
+the vector retriever and of the keyword retriever inside the scope, with
+their cosines and BM25 scores -- its own way (the DuckDB backend from its
+in-memory index, PostgreSQL with SQL).  :func:`rank_candidates` turns them
+into the final order: the fusion of :class:`~actormem.store.SearchConfig`
+(weighted scores or reciprocal ranks), the blend with seed 000's relevance,
+then in hybrid mode the second stage (:mod:`actormem.store._rerank`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from actormem.store._relevance import RelevanceWeights, relevance
+from actormem.store._types import MemoryRecord, SearchConfig
+
+if TYPE_CHECKING:
+    from actormem.store._rerank import QueryRerank
+
+__all__ = ["Scored", "rank_candidates"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+class Scored(msgspec.Struct, frozen=True):
+    """A scored row before it becomes a :class:`SearchHit`."""
+
+    row: int
+    score: float
+    bm25: float
+    cosine: float
+    fused: float
+    relevance: float
+    soft_match: float = 0.0
+    speaker_match: float = 0.0
+    time_match: float = 0.0
+
+
+def rank_candidates(
+    *,
+    rows: I64,
+    cosine: F64,
+    bm25: F64,
+    vec_rank: F64,
+    kw_rank: F64,
+    importance: F64,
+    access: F64,
+    last: F64,
+    created: F64,
+    limit: int,
+    config: SearchConfig,
+    use_vec: bool,
+    use_kw: bool,
+    now: float,
+    weights: RelevanceWeights,
+    rerank: QueryRerank | None,
+    records: Callable[[I64], list[MemoryRecord]],
+    doc_freq: Callable[[str], int],
+    n_docs: int,
+) -> list[Scored]:
+    """The best ``limit`` candidates, best first.
+
+    Args:
+        rows: The candidates' identifiers in the caller's numbering
+            (returned as :attr:`Scored.row`).
+        cosine: Exact cosine of each candidate (zeros without a vector query).
+        bm25: BM25 score of each candidate (zeros without keyword search).
+        vec_rank: 1-based rank among the vector retriever's top, 0 if absent.
+        kw_rank: 1-based rank among the keyword retriever's top, 0 if absent.
+        importance: The relevance inputs of each candidate.
+        access: ...
+        last: ...
+        created: ...
+        limit: Hits wanted.
+        config: Fusion settings.
+        use_vec: The vector retriever ran.
+        use_kw: The keyword retriever ran.
+        now: The time relevance is computed at.
+        weights: Relevance weights.
+        rerank: The second stage (hybrid mode) or ``None``.
+        records: The records of candidate positions (second stage only).
+        doc_freq: Documents holding a term (second stage only).
+        n_docs: Documents in the collection (second stage only).
+    """
+    wv = config.vector_weight if use_vec else 0.0
+    wk = config.keyword_weight if use_kw else 0.0
+    if wv + wk == 0:
+        wv, wk = (1.0, 0.0) if use_vec else (0.0, 1.0)
+    if config.method == "rrf":
+        k = config.rrf_k
+        fused = np.where(vec_rank > 0, wv / (k + vec_rank), 0.0) + np.where(
+            kw_rank > 0, wk / (k + kw_rank), 0.0
+        )
+        fused = fused / ((wv + wk) / (k + 1.0))
+    else:
+        kmax = float(bm25.max()) if bm25.size else 0.0
+        kn = bm25 / kmax if kmax > 0 else np.zeros_like(bm25)
+        fused = (wv * np.clip(cosine, 0.0, 1.0) + wk * kn) / (wv + wk)
+    rel = relevance(importance, access, last, created, now, weights)
+    rw = config.relevance_weight
+    final = (1.0 - rw) * fused + rw * rel
+    ranked = np.argsort(-final, kind="stable")
+    order = ranked[:limit]
+    extra = None
+    if rerank is not None and use_vec and use_kw:  # second stage (exact or approx)
+        top = ranked[: max(limit, rerank.depth)]
+        recs = records(top)
+        extra = rerank.apply(top, recs, fused, rel, wv + wk, doc_freq, n_docs)
+        order, fused, final = extra.order[:limit], fused.copy(), final.copy()
+        fused[extra.order], final[extra.order] = extra.fused, extra.final
+    return [
+        Scored(
+            row=int(rows[i]),
+            score=float(final[i]),
+            bm25=float(bm25[i]),
+            cosine=float(cosine[i]),
+            fused=float(fused[i]),
+            relevance=float(rel[i]),
+            soft_match=0.0 if extra is None else float(extra.soft[j]),
+            speaker_match=0.0 if extra is None else float(extra.speaker[j]),
+            time_match=0.0 if extra is None else float(extra.time[j]),
+        )
+        for j, i in enumerate(order)
+    ]

@@ -1,0 +1,195 @@
+"""Record helpers shared by every store backend.
+
+What a memory row *means* (how a database row decodes into a
+:class:`MemoryRecord`, how content is hashed, how one write transaction is
+described) does not depend on the database that holds it: both
+:class:`~actormem.store.DuckDBStore` and the PostgreSQL backend select their
+columns in the order :func:`row_to_record` reads and describe each write as
+one :class:`Batch`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from actormem.store._index import STOPWORDS
+from actormem.store._types import (
+    InvalidMemoryError,
+    LogCompaction,
+    LogRecord,
+    MemoryRecord,
+    Namespace,
+    NamespaceError,
+)
+
+__all__ = [
+    "MAX_LIMIT",
+    "NS_COLS",
+    "Batch",
+    "Change",
+    "check_limit",
+    "check_namespace",
+    "content_hash",
+    "json_text",
+    "query_text",
+    "row_to_compaction",
+    "row_to_log",
+    "row_to_record",
+    "sec",
+    "union",
+    "us",
+]
+
+F32 = npt.NDArray[np.float32]
+#: The namespace columns, in :meth:`Namespace.key` order.
+NS_COLS: Final = ("user_id", "agent_id", "run_id", "session_id")
+MAX_LIMIT: Final = 100_000
+_WORD_RE: Final = re.compile(r"\w+")
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the content with case and runs of whitespace normalised."""
+    norm = " ".join(text.split()).casefold()
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+def us(ts: float) -> int:
+    """Unix seconds to integer microseconds (how timestamps are stored)."""
+    return round(ts * 1_000_000)
+
+
+def sec(value: int | None) -> float | None:
+    """Integer microseconds (or ``None``) to Unix seconds."""
+    return None if value is None else value / 1_000_000
+
+
+def json_text(value: dict[str, Any]) -> str:
+    """Metadata as JSON text; :class:`InvalidMemoryError` when it is not serialisable."""
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise InvalidMemoryError(f"metadata is not JSON-serialisable: {exc}") from exc
+
+
+def union(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
+    """``a`` then the items of ``b`` not in it, each once, order kept."""
+    return tuple(dict.fromkeys([*a, *b]))
+
+
+def row_to_record(row: Sequence[Any]) -> MemoryRecord:
+    """Decode a memory row selected as ``id, user_id, agent_id, run_id, session_id,
+    kind, content, content_hash, importance, tags, source_ids, created_us,
+    updated_us, last_accessed_us, access_count, superseded_by, deleted_us,
+    metadata-as-text``."""
+    meta = row[17]
+    return MemoryRecord(
+        id=row[0],
+        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        kind=row[5],
+        content=row[6],
+        content_hash=row[7],
+        importance=float(row[8]),
+        tags=tuple(row[9] or ()),
+        source_ids=tuple(row[10] or ()),
+        created_at=row[11] / 1_000_000,
+        updated_at=row[12] / 1_000_000,
+        last_accessed=row[13] / 1_000_000,
+        access_count=int(row[14]),
+        superseded_by=row[15],
+        deleted_at=sec(row[16]),
+        metadata=json.loads(meta) if meta else {},
+    )
+
+
+def row_to_log(row: Sequence[Any]) -> LogRecord:
+    """Decode an activity-log row (``id, ns x4, seq, ts_us, entry_type, content,
+    metadata-as-text, compaction_id``)."""
+    return LogRecord(
+        id=row[0],
+        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        seq=int(row[5]),
+        ts=row[6] / 1_000_000,
+        entry_type=row[7],
+        content=row[8],
+        metadata=json.loads(row[9]) if row[9] else {},
+        compaction_id=row[10],
+    )
+
+
+def row_to_compaction(row: Sequence[Any]) -> LogCompaction:
+    """Decode a log-compaction row (``id, ns x4, ts_us, entries, first_seq,
+    last_seq, summary_id, summary, summarizer, bytes_before, bytes_after``)."""
+    return LogCompaction(
+        id=row[0],
+        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        ts=row[5] / 1_000_000,
+        entries=int(row[6]),
+        first_seq=int(row[7]),
+        last_seq=int(row[8]),
+        summary_id=row[9],
+        summary=row[10],
+        summarizer=row[11],
+        bytes_before=int(row[12]),
+        bytes_after=int(row[13]),
+    )
+
+
+def check_namespace(namespace: object) -> Namespace:
+    """``namespace`` if it is a :class:`Namespace`, else :class:`NamespaceError`."""
+    if not isinstance(namespace, Namespace):
+        raise NamespaceError(f"namespace must be a Namespace, got {type(namespace).__name__}")
+    return namespace
+
+
+def query_text(query: str) -> str:
+    """The text embedded for a query: its words without stopwords (if any remain).
+
+    Question words ("when did", "what is") pull a static embedding towards
+    other questions rather than towards the facts that answer them.
+    """
+    words = [w for w in _WORD_RE.findall(query) if w.casefold() not in STOPWORDS]
+    return " ".join(words) if words else query
+
+
+def check_limit(limit: object) -> None:
+    """:class:`InvalidMemoryError` unless ``limit`` is an int in ``1..MAX_LIMIT``."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidMemoryError(f"limit must be an int in 1..{MAX_LIMIT}, got {limit!r}")
+
+
+@dataclass
+class Change:
+    """State change of an existing row (no content change)."""
+
+    record: MemoryRecord
+    access_delta: int = 0
+    content_vector: F32 | None = None
+
+
+@dataclass
+class Batch:
+    """Everything one write transaction does."""
+
+    inserts: list[tuple[MemoryRecord, F32]] = field(default_factory=list)
+    changes: dict[str, Change] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+    history: list[tuple[str, Namespace, str, str | None, str | None, str]] = field(
+        default_factory=list
+    )
+
+    def log(
+        self, memory_id: str, ns: Namespace, op: str, old: str | None, new: str | None, reason: str
+    ) -> None:
+        self.history.append((memory_id, ns, op, old, new, reason))
+
+    def empty(self) -> bool:
+        return not (self.inserts or self.changes or self.history)

@@ -1,0 +1,98 @@
+"""Settings of the memory explorer and the checks on where it may listen.
+
+Kept free of the web stack's imports so the runtime can name
+:class:`UIConfig` without the ``ui`` extra installed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from pathlib import Path
+from typing import Final, Literal
+
+import msgspec
+
+__all__ = ["AUTO", "DEFAULT_PORT", "UIConfig", "UIError", "is_loopback", "resolve_token"]
+
+#: ``token=AUTO``: a random token when the host is not loopback, none on loopback.
+AUTO: Final = "auto"
+#: The port ``actormem ui`` and ``ui=True`` try first.
+DEFAULT_PORT: Final = 8765
+
+
+class UIError(Exception):
+    """The explorer cannot start as asked (unsafe bind, port taken, missing extra...)."""
+
+
+class UIConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How the memory explorer serves.
+
+    Attributes:
+        host: The interface to listen on; loopback (``127.0.0.1``) unless you
+            mean to expose the page, and then a token is required.
+        port: The TCP port; ``0`` picks a free one.  With ``port_fallback``
+            a taken port falls back to a free one (the URL says which).
+        token: ``"auto"`` (a random token when ``host`` is not loopback), a
+            token of your own (at least 16 characters), or ``None`` for
+            none (refused on a non-loopback host).
+        allow_edits: Show and accept edits (delete, pin, forget a user);
+            each one is a store call that leaves a history row.
+        memory_dir: Root of the journal folders (NOW.md, LOG.md, ...);
+            inside an agent the journal's own root is used.
+        port_fallback: Use a free port when ``port`` is taken.
+        ring: How many recent events the live view keeps for its browsers
+            (a browser further behind is told how many it missed).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token: str | None = AUTO
+    allow_edits: bool = False
+    memory_dir: str | None = None
+    port_fallback: bool = False
+    ring: int = 2000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise UIError(f"port must be an int in 0..65535, got {self.port!r}")
+        if not isinstance(self.ring, int) or self.ring < 10:
+            raise UIError(f"ring must be an int >= 10, got {self.ring!r}")
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise UIError(f"host must be a non-empty str, got {self.host!r}")
+
+    @property
+    def root(self) -> Path | None:
+        """``memory_dir`` as a path."""
+        return Path(self.memory_dir) if self.memory_dir else None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
+
+
+def resolve_token(host: str, token: str | Literal["auto"] | None) -> str | None:
+    """The token to require, or raise :class:`UIError` for an unsafe combination.
+
+    Raises:
+        UIError: a non-loopback ``host`` without a token, or a token too short.
+    """
+    if token == AUTO:
+        return None if is_loopback(host) else secrets.token_urlsafe(24)
+    if token is None:
+        if not is_loopback(host):
+            raise UIError(
+                f"refusing to serve the memory explorer on {host} without an access token: "
+                "anyone who can reach that interface could read the agent's memory "
+                "(leave token='auto' to get a random one in the URL, or bind 127.0.0.1)"
+            )
+        return None
+    if not isinstance(token, str) or len(token) < 16 or not token.isprintable():
+        raise UIError("an access token must be a printable str of at least 16 characters")
+    return token

