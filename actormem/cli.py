@@ -509,15 +509,24 @@ def _progress_bar(console: Console, label: str) -> tuple[Any, Any]:
     return progress, update
 
 
-def cmd_memories(args: argparse.Namespace, console: Console) -> int:
-    from actormem.store import DuckDBStore
+_DB_HELP = "the long-term store: a DuckDB file or a postgresql:// URL (default: actormem.duckdb)"
 
-    if args.action != "import" and not Path(args.db).exists():
-        raise _UsageError(f"no memory store at {args.db} (pass --db PATH)")
+
+def _open_db(db: str, *, create: bool = False, **kwargs: Any) -> Any:
+    """The store ``--db`` names: a ``postgresql://`` URL or a DuckDB file (which
+    must exist unless ``create``)."""
+    from actormem.store import is_dsn, open_store
+
+    if not is_dsn(db) and not create and not Path(db).exists():
+        raise _UsageError(f"no memory store at {db} (pass --db PATH or --db postgresql://...)")
+    return open_store(db, **kwargs)
+
+
+def cmd_memories(args: argparse.Namespace, console: Console) -> int:
     if args.action == "reembed":
         return _reembed(args, console)
     ns = _namespace(args)
-    with DuckDBStore(args.db) as store:
+    with _open_db(args.db, create=args.action == "import") as store:
         if args.action == "search":
             if not args.query:
                 raise _UsageError("memories search needs a query")
@@ -654,15 +663,14 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_dream(args: argparse.Namespace, console: Console) -> int:
-    """Run one deep dream on a store (the agent must not be running: DuckDB has one writer)."""
+    """Run one deep dream on a store (on a DuckDB file the agent must not be running:
+    DuckDB has one writer process; on PostgreSQL it may)."""
     from actormem.journal import Journal, JournalConfig
-    from actormem.store import DuckDBStore, Namespace
+    from actormem.store import Namespace
 
-    if not Path(args.db).exists():
-        raise _UsageError(f"no memory store at {args.db} (pass --db PATH)")
     ns = Namespace(user_id=args.user, agent_id=args.agent, run_id=args.run)
     config = JournalConfig(memory_dir=args.memory_dir)
-    with DuckDBStore(args.db) as store:
+    with _open_db(args.db) as store:
         journal = Journal(store, ns, config, args.memory_dir)
         report = journal.dream(args.lookback, force=args.force)
     if args.json:
@@ -681,16 +689,16 @@ def cmd_dream(args: argparse.Namespace, console: Console) -> int:
 
 def _reembed(args: argparse.Namespace, console: Console) -> int:
     """Rebuild every vector with the bundled embedder (after a model change)."""
-    from actormem.store import DuckDBStore, EmbedderMismatchError
+    from actormem.store import EmbedderMismatchError
 
     progress, update = _progress_bar(console, "re-embedding")
     with progress:
         try:
-            store = DuckDBStore(args.db)
+            store = _open_db(args.db)
         except EmbedderMismatchError as exc:
             if not args.json:
                 console.print(f"[dim]{exc}: switching the store to the bundled embedder[/dim]")
-            with DuckDBStore(args.db, on_embedder_mismatch="reembed", progress=update) as store:
+            with _open_db(args.db, on_embedder_mismatch="reembed", progress=update) as store:
                 rep = store.last_reembed
         else:
             with store:
@@ -765,16 +773,17 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
 
 
 def _open_ui_store(db: str) -> Any:
-    """The store behind ``actormem ui --db``: a DuckDB file (a PostgreSQL DSN once
-    that backend is installed)."""
-    from actormem.store import DuckDBStore, StoreLockedError
+    """The store behind ``actormem ui --db``: a DuckDB file or a ``postgresql://``
+    URL (which running agents may be writing to at the same time)."""
+    from actormem.store import StoreLockedError, is_dsn
 
-    if "://" in db:
-        raise _UsageError(f"{db.split('://')[0]}:// stores are not supported by this version")
-    if not Path(db).exists():
-        raise _UsageError(f"no memory store at {db} (pass --db PATH)")
+    if "://" in db and not is_dsn(db):
+        raise _UsageError(
+            f"{db.split('://')[0]}:// stores are not supported: pass a DuckDB file "
+            "or a postgresql:// URL"
+        )
     try:
-        return DuckDBStore(db)
+        return _open_db(db)
     except StoreLockedError as exc:
         raise _UsageError(
             f"{db} is held by a running agent (DuckDB lets one process open a file): "
@@ -785,6 +794,7 @@ def _open_ui_store(db: str) -> Any:
 
 def cmd_ui(args: argparse.Namespace, console: Console) -> int:
     """Serve the memory explorer for a store until Ctrl-C."""
+    from actormem.store._open import store_label
     from actormem.ui import UIConfig, UIServer
 
     config = UIConfig(
@@ -799,7 +809,7 @@ def cmd_ui(args: argparse.Namespace, console: Console) -> int:
         server = UIServer(store, config=config).start()
         mode = "edits allowed" if args.allow_edits else "read-only"
         # Plain print: the URL must never be wrapped or styled (people copy it).
-        print(f"memory explorer for {args.db} ({mode}): {server.url}", flush=True)
+        print(f"memory explorer for {store_label(args.db)} ({mode}): {server.url}", flush=True)
         print("press Ctrl-C to stop", flush=True)
         try:
             while not server.wait(0.5):
@@ -837,14 +847,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="JSON output")
     s.set_defaults(func=cmd_sessions)
 
-    m = sub.add_parser("memories", help="search and analyse a long-term memory store (DuckDB)")
+    m = sub.add_parser(
+        "memories", help="search and analyse a long-term memory store (DuckDB or PostgreSQL)"
+    )
     m.add_argument(
         "action", choices=["search", "stats", "timeline", "export", "import", "forget", "reembed"]
     )
     m.add_argument("query", nargs="?", help="search: the query")
-    m.add_argument(
-        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
-    )
+    m.add_argument("--db", default="actormem.duckdb", help=_DB_HELP)
     m.add_argument("--user", help="namespace: user id")
     m.add_argument("--agent", help="namespace: agent id")
     m.add_argument("--run", help="namespace: run id")
@@ -877,18 +887,14 @@ def build_parser() -> argparse.ArgumentParser:
     j.set_defaults(func=cmd_journal)
 
     dr = sub.add_parser("dream", help="deep dream: consolidate memory and rewrite MEMORY.md")
-    dr.add_argument(
-        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
-    )
+    dr.add_argument("--db", default="actormem.duckdb", help=_DB_HELP)
     dr.add_argument("--lookback", type=int, default=None, help="journal days to read (default 7)")
     dr.add_argument("--force", action="store_true", help="dream even if nothing changed")
     namespace_args(dr)
     dr.set_defaults(func=cmd_dream)
 
     u = sub.add_parser("ui", help="memory explorer: a local web page over a store")
-    u.add_argument(
-        "--db", default="actormem.duckdb", help="the DuckDB file (default: actormem.duckdb)"
-    )
+    u.add_argument("--db", default="actormem.duckdb", help=_DB_HELP)
     u.add_argument(
         "--memory-dir",
         default=str(Path(DEFAULT_SESSIONS_DIR) / "memory"),
@@ -919,7 +925,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DSN",
         help="keep sessions in PostgreSQL instead of --dir: postgresql://user@host:port/db",
     )
-    c.add_argument("--db", default="actormem.duckdb", help="long-term memory file")
+    c.add_argument("--db", default="actormem.duckdb", help=_DB_HELP)
     c.add_argument("--user", default="default", help="namespace user id")
     c.add_argument(
         "--mode",

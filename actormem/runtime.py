@@ -115,7 +115,7 @@ from actormem.recorder import (
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
 from actormem.session._common import check_session_dir
 from actormem.state import StateError, StateModule
-from actormem.store import DuckDBStore, LogRecord, MemoryStore, Namespace, NewMemory, SearchHit
+from actormem.store import LogRecord, MemoryStore, Namespace, NewMemory, SearchHit, open_store
 from actormem.streams import EventBus
 
 if TYPE_CHECKING:
@@ -199,9 +199,12 @@ class MemoryRuntime(StateModule):
         max_msg_bytes: messages larger than this (JSON) are refused.
         max_restarts: supervised restarts allowed per actor per minute.
         store: the long-term store: a :class:`~actormem.store.MemoryStore`
-            (the caller keeps ownership and closes it), or a path, which
-            opens a :class:`~actormem.store.DuckDBStore` that :meth:`close`
-            closes.  Giving a store turns the recorder on.
+            (the caller keeps ownership and closes it); a path, which opens
+            a :class:`~actormem.store.DuckDBStore` (one process per file);
+            or a ``postgresql://`` URL, which opens a ``PostgresStore`` that
+            any number of worker processes can share (the ``postgres``
+            extra).  A store opened here is closed by :meth:`close`.
+            Giving a store turns the recorder on.
         long_term: the long-term memory mode.  None with a store means
             ``STATIC_CONTROL``; a mode without a store opens
             ``<session_dir>/long_term.duckdb``.  Neither: no long-term memory.
@@ -209,8 +212,8 @@ class MemoryRuntime(StateModule):
             ``Namespace(user_id="default", agent_id="agent")``); reads and
             writes never leave it.
         recorder: batching, extraction, promotion and maintenance settings.
-        embedder: the embedder of a store opened from a path (default: the
-            bundled WordLlama model).
+        embedder: the embedder of a store opened from a path or URL
+            (default: the bundled WordLlama model).
         journal: keep the human-readable memory files (NOW.md, LOG.md, the
             daily journal, MEMORY.md, DREAMS.md) in the namespace's folder:
             True for the defaults (``<session_dir>/memory/<user>/<agent>/``)
@@ -1314,7 +1317,7 @@ def _journal_args(journal: object, mode: LongTermMemoryMode | None) -> JournalCo
     if mode is None:
         raise ValueError(
             "journal= keeps its record in the long-term store: also pass store= "
-            "(a path or a DuckDBStore) or long_term=LongTermMemoryMode..."
+            "(a path, a postgresql:// URL or a store) or long_term=LongTermMemoryMode..."
         )
     return config
 
@@ -1326,12 +1329,14 @@ def _open_store(
     if store is None:
         store = Path(session_dir) / LONG_TERM_FILE
     if isinstance(store, str | os.PathLike):
-        return DuckDBStore(store, embedder=embedder), True
+        return open_store(store, embedder=embedder), True
     if isinstance(store, MemoryStore):
         if embedder is not None and embedder is not getattr(store, "embedder", None):
             log.warning(
                 "runtime.embedder_ignored",
-                reason="embedder= applies only to a store the runtime opens from a path",
+                reason="embedder= applies only to a store the runtime opens from a path or URL",
             )
         return store, False
-    raise TypeError(f"store must be a MemoryStore or a path, got {type(store).__name__}")
+    raise TypeError(
+        f"store must be a MemoryStore, a path or a postgresql:// URL, got {type(store).__name__}"
+    )

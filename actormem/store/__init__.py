@@ -15,6 +15,7 @@ from __future__ import annotations
 from actormem.store._duckdb import DuckDBStore, content_hash, rich_progress
 from actormem.store._index import tokenize
 from actormem.store._kinds import KEYED_KIND, MERGE_KINDS
+from actormem.store._open import is_dsn, open_store
 from actormem.store._protocol import MemoryStore, ProgressCallback
 from actormem.store._relevance import RelevanceWeights, decayed_relevance, relevance
 from actormem.store._schema import SCHEMA_VERSION
@@ -87,6 +88,8 @@ __all__ = [
     "WriteResult",
     "content_hash",
     "decayed_relevance",
+    "is_dsn",
+    "open_store",
     "relevance",
     "rich_progress",
     "tokenize",

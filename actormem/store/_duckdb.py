@@ -113,6 +113,18 @@ T = TypeVar("T")
 Key = tuple[str, str, str, str]
 
 
+def _locked_message(path: str, cause: str) -> str:
+    """Why a DuckDB file cannot be opened here: who holds it and what to use instead."""
+    pid = re.search(r"\(PID (\d+)\)", cause)
+    holder = f"process {pid.group(1)}" if pid else "another process"
+    return (
+        f"{path} is held by {holder}: DuckDB lets one process open a file (even "
+        f"read-only). To share long-term memory between several worker processes or "
+        f"hosts, use the PostgreSQL backend (store='postgresql://...', "
+        f"pip install 'actormem[postgres]'). DuckDB said: {cause}"
+    )
+
+
 class _IndexView:
     """The planner's view of a DuckDB store: its index and its write cursor."""
 
@@ -292,10 +304,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             self._con = duckdb.connect(self.path)
         except duckdb.IOException as exc:
             if "could not set lock" in str(exc).lower():
-                raise StoreLockedError(
-                    f"{self.path} is locked by another process (DuckDB allows one writer "
-                    f"process per file): {exc}"
-                ) from exc
+                raise StoreLockedError(_locked_message(self.path, str(exc))) from exc
             raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -55,6 +56,10 @@ def test_second_process_is_refused_with_a_clear_error(tmp_path: Path) -> None:
         assert proc.returncode == 3, proc.stderr
         assert "LOCKED:" in proc.stdout
         assert str(path) in proc.stdout
+        # the holder is named by its pid, and the way out is named too
+        assert f"held by process {os.getpid()}" in proc.stdout
+        assert "PostgreSQL backend" in proc.stdout
+        assert "postgresql://" in proc.stdout
     # once closed, another opener succeeds
     with _open(path) as again:
         assert again.count(NS) == 1

@@ -24,8 +24,8 @@ def test_a_missing_store_is_one_clear_line(tmp_path: Path) -> None:
     r = _cli("ui", "--db", str(tmp_path / "nope.duckdb"))
     assert r.returncode == 2
     assert (
-        r.stderr.strip()
-        == f"actormem: error: no memory store at {tmp_path / 'nope.duckdb'} (pass --db PATH)"
+        r.stderr.strip() == f"actormem: error: no memory store at {tmp_path / 'nope.duckdb'} "
+        "(pass --db PATH or --db postgresql://...)"
     )
 
 

@@ -1,0 +1,91 @@
+"""Open a long-term store from what a user typed: a file path or a PostgreSQL URL.
+
+One place decides which backend a ``store=`` argument or a ``--db`` option
+means, so :class:`~actormem.runtime.MemoryRuntime`, the CLI and the memory
+explorer agree: a ``postgresql://`` (or ``postgres://``) URL opens a
+:class:`~actormem.store._postgres.PostgresStore` (the backend for several
+processes), anything else is a DuckDB file.  psycopg is imported only when a
+URL is opened, so the embedded default needs none of the ``postgres`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Final
+
+from actormem.store._duckdb import DuckDBStore
+from actormem.store._protocol import MemoryStore
+
+__all__ = ["DSN_PREFIXES", "POSTGRES_INSTALL_HINT", "is_dsn", "open_store", "store_label"]
+
+#: What a PostgreSQL URL starts with (libpq accepts both spellings).
+DSN_PREFIXES: Final = ("postgresql://", "postgres://")
+
+#: How to get the PostgreSQL backend's dependencies.
+POSTGRES_INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
+
+
+def is_dsn(target: object) -> bool:
+    """Whether ``target`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
+    return isinstance(target, str) and target.startswith(DSN_PREFIXES)
+
+
+def store_label(target: str | os.PathLike[str]) -> str:
+    """``target`` fit for messages and logs: a URL loses its password, a path stays."""
+    if not is_dsn(target):
+        return os.fspath(target)
+    from urllib.parse import urlsplit, urlunsplit
+
+    assert isinstance(target, str)
+    try:
+        parts = urlsplit(target)
+        if parts.password is None:
+            return target
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}@{host}{f':{parts.port}' if parts.port else ''}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    except ValueError:
+        return "postgresql://(unparsable URL)"
+
+
+def _postgres_store_class() -> Any:
+    try:
+        import psycopg  # noqa: F401  (only to tell a missing extra from other errors)
+    except ImportError as exc:
+        raise ImportError(
+            f"a postgresql:// store needs the postgres extra (psycopg, psycopg-pool, "
+            f"pgvector): {POSTGRES_INSTALL_HINT}"
+        ) from exc
+    # Imported by name: the module loads psycopg, which the DuckDB default never needs.
+    return importlib.import_module("actormem.store._postgres").PostgresStore
+
+
+def open_store(target: str | os.PathLike[str], **kwargs: Any) -> MemoryStore:
+    """The store ``target`` names, opened with the constructor keywords ``kwargs``.
+
+    Args:
+        target: a ``postgresql://`` / ``postgres://`` URL opens a
+            ``PostgresStore`` on that database (any number of processes and
+            hosts may open the same one); a path opens (or creates) a
+            :class:`DuckDBStore` file (one process at a time).
+        **kwargs: passed to the backend's constructor (``embedder``,
+            ``clock``, ``max_memories``, ...).
+
+    Returns:
+        The open store; the caller closes it.
+
+    Raises:
+        ImportError: a URL without the ``postgres`` extra installed (the
+            message says what to install).
+        StoreLockedError: another process holds the DuckDB file.
+        StoreError: the file or database cannot be opened (the message names it).
+        TypeError: ``target`` is neither a string nor a path.
+    """
+    if is_dsn(target):
+        assert isinstance(target, str)
+        store: MemoryStore = _postgres_store_class()(target, **kwargs)
+        return store
+    if isinstance(target, str | os.PathLike):
+        return DuckDBStore(target, **kwargs)
+    raise TypeError(f"a store is a file path or a postgresql:// URL, got {type(target).__name__}")

@@ -1,0 +1,68 @@
+"""``open_store``: which backend a path or a URL opens, and the errors on the way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from actormem import MemoryRuntime
+from actormem.models.embedders import HashEmbedder
+from actormem.store import DuckDBStore, Namespace, is_dsn, open_store
+from actormem.store._open import store_label
+
+
+def test_is_dsn_knows_both_spellings_and_nothing_else(tmp_path: Path) -> None:
+    assert is_dsn("postgresql://u@h/db") and is_dsn("postgres://h/db")
+    assert not is_dsn("memory.duckdb") and not is_dsn(tmp_path / "x.duckdb")
+    assert not is_dsn("mysql://h/db") and not is_dsn(None)
+
+
+def test_a_path_opens_a_duckdb_file(tmp_path: Path) -> None:
+    with open_store(tmp_path / "m.duckdb", embedder=HashEmbedder(32)) as store:
+        assert isinstance(store, DuckDBStore)
+        store.add(Namespace(user_id="ada"), "Ada likes tea")
+    with open_store(str(tmp_path / "m.duckdb"), embedder=HashEmbedder(32)) as store:
+        assert store.count(Namespace(user_id="ada")) == 1
+    with pytest.raises(TypeError, match="postgresql:// URL"):
+        open_store(42)  # type: ignore[arg-type]
+
+
+def test_the_label_of_a_url_drops_its_password() -> None:
+    assert store_label("postgresql://ada:s3cret@db.example:5433/mem?sslmode=require") == (
+        "postgresql://ada@db.example:5433/mem?sslmode=require"
+    )
+    assert store_label("postgresql://ada@db/mem") == "postgresql://ada@db/mem"
+    assert store_label("/tmp/m.duckdb") == "/tmp/m.duckdb"
+
+
+def test_a_url_without_the_postgres_extra_says_what_to_install(tmp_path: Path) -> None:
+    # A real process where psycopg cannot be imported (as on a machine without the extra).
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.modules["psycopg"] = None  # import psycopg -> ImportError
+        from actormem import MemoryRuntime
+        try:
+            MemoryRuntime(store="postgresql://ada@127.0.0.1:1/mem")
+        except ImportError as exc:
+            print("IMPORT:", exc)
+            sys.exit(3)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "pip install 'actormem[postgres]'" in proc.stdout
+
+
+def test_the_runtime_opens_and_closes_a_store_from_a_path(tmp_path: Path) -> None:
+    db = tmp_path / "lt.duckdb"
+    with MemoryRuntime(session_dir=tmp_path, store=str(db), embedder=HashEmbedder(32)) as rt:
+        assert isinstance(rt.store, DuckDBStore)
+    with DuckDBStore(db, embedder=HashEmbedder(32)):  # closed by the runtime: not locked
+        pass
