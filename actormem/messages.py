@@ -355,7 +355,9 @@ def to_openai(msgs: Iterable[Msg]) -> list[dict[str, Any]]:
             parts += [{"type": "image_url", "image_url": {"url": i.url}} for i in images]
             item["content"] = parts
         else:
-            item["content"] = "\n".join(texts) if texts or not calls else None
+            # Always a string: strict servers (llama.cpp's, validated by typed request
+            # models) reject ``null`` content on an assistant message with tool calls.
+            item["content"] = "\n".join(texts)
         if m.name and m.role in ("user", "assistant", "system"):
             item["name"] = m.name
         if calls:

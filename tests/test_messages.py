@@ -141,9 +141,9 @@ def test_openai_conversion_with_tool_calls_round_trips() -> None:
     assert back[3].tool_results[0].tool_use_id == "c1"
 
 
-def test_openai_tool_call_only_has_null_content_and_offload_is_explained() -> None:
+def test_openai_tool_call_only_has_empty_string_content_and_offload_is_explained() -> None:
     wire = to_openai([Msg.tool_call("f", {"a": 1}, call_id="x")])
-    assert wire[0]["content"] is None
+    assert wire[0]["content"] == ""  # never null: llama.cpp's server rejects that
     off = Msg(role="user", content=(OffloadRefBlock(offload_id="off1", preview="big log"),))
     assert "context_reload" in to_openai([off])[0]["content"]
 

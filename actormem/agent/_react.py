@@ -43,8 +43,8 @@ import structlog
 
 from actormem.agent._hooks import MemoryHooks, log_messages
 from actormem.agent.tools import Tool, ToolRegistry
-from actormem.messages import Msg, ToolUseBlock
-from actormem.models.base import ChatModel, ToolSpec
+from actormem.messages import Msg, TextBlock, ToolUseBlock
+from actormem.models.base import ChatModel, MalformedToolCallError, ToolSpec
 from actormem.state import StateModule
 
 if TYPE_CHECKING:
@@ -288,6 +288,9 @@ class ReActAgent(StateModule):
             context = self._context()
             try:
                 out = self.model.chat(context, tools=specs or None, timeout=self.model_timeout)
+            except MalformedToolCallError as exc:  # the model sees its mistake and retries
+                self._give_back(exc, turn)
+                continue
             except Exception as exc:  # any model failure: anneal, never a traceback
                 return self._anneal(exc, turn)
             out = msgspec.structs.replace(out, name=out.name or self.name)
@@ -311,6 +314,49 @@ class ReActAgent(StateModule):
         turn.append(final)
         self._log_msgs([final])
         return self._finish(turn, final)
+
+    def _give_back(self, exc: MalformedToolCallError, turn: list[Msg]) -> None:
+        """Store the malformed calls with one error result each, so the model can correct them.
+
+        The calls keep their ids and names (arguments ``{}``: the raw text is in
+        the error result); the usable calls of the same reply are not run,
+        because the model may have meant them together with the broken ones.
+        """
+        blocks: list[TextBlock | ToolUseBlock] = [TextBlock(exc.text)] if exc.text else []
+        blocks += [ToolUseBlock(id=c.id, name=c.name, input={}) for c in exc.calls]
+        call_msg = Msg(
+            role="assistant",
+            content=tuple(blocks),
+            name=self.name,
+            metadata={"actormem": "malformed"},
+        )
+        cut = (
+            " Your reply was cut off at the token limit: write shorter arguments."
+            if exc.truncated
+            else ""
+        )
+        results = []
+        for c in exc.calls:
+            if c.problem:
+                text = (
+                    f"Error: the call was not run because {c.problem}. You wrote: "
+                    f"{c.arguments[:500]!r}. Call {c.name} again with arguments as one JSON "
+                    f"object.{cut}"
+                )
+            else:
+                text = "Error: not run because another call in the same reply was malformed."
+            results.append(Msg.tool_result(c.id, text, is_error=True, name=c.name))
+        log.warning(
+            "agent.tool_call_malformed",
+            agent=self.name,
+            calls=len(exc.calls),
+            truncated=exc.truncated,
+            iteration=self.status.iteration,
+        )
+        for m in (call_msg, *results):
+            self.memory.add(m)
+            turn.append(m)
+        self._log_msgs([call_msg, *results])
 
     def _note_done(self, calls: Sequence[ToolUseBlock], results: Sequence[Msg]) -> None:
         """Each finished tool call becomes a ``done:`` step of NOW (what a restart skips)."""

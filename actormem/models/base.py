@@ -8,6 +8,7 @@ OpenAI-compatible embeddings adapter).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatModel",
     "Embedder",
+    "MalformedCall",
+    "MalformedToolCallError",
     "ModelError",
     "ModelTimeoutError",
     "ToolSpec",
@@ -37,6 +40,61 @@ class ModelError(RuntimeError):
 
 class ModelTimeoutError(ModelError, TimeoutError):
     """A model call did not answer within its timeout."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MalformedCall:
+    """One tool call of a reply whose arguments could not be used.
+
+    Attributes:
+        id: the call id the model gave (or one made up when it gave none).
+        name: the function name.
+        arguments: the raw ``arguments`` string as the model wrote it.
+        problem: what is wrong with it, in words.
+    """
+
+    id: str
+    name: str
+    arguments: str
+    problem: str
+
+
+class MalformedToolCallError(ModelError):
+    """The model asked for tool calls whose arguments are not a JSON object.
+
+    Small models do this often, and a reply cut at ``max_tokens`` always does
+    (``'{"city": "Lis'``).  The reply itself arrived, so it is not a transport
+    failure: an agent gives each problem back to the model as a tool result
+    error and lets it try again (see :class:`~actormem.agent.ReActAgent`).
+
+    Attributes:
+        text: the reply's text content, if any.
+        calls: every tool call of the reply, in order; the usable ones have an
+            empty ``problem`` and their ``arguments`` parse.
+        finish_reason: the server's ``finish_reason`` (``length`` = truncated).
+        usage: the call's token usage when the server reported it (it is
+            already counted in the model's ``total_usage``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str = "",
+        calls: Sequence[MalformedCall] = (),
+        finish_reason: str = "",
+        usage: dict[str, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.text = text
+        self.calls = tuple(calls)
+        self.finish_reason = finish_reason
+        self.usage = usage
+
+    @property
+    def truncated(self) -> bool:
+        """True when the server cut the reply at its token limit."""
+        return self.finish_reason == "length"
 
 
 @runtime_checkable

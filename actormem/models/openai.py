@@ -7,12 +7,18 @@ One adapter covers OpenAI, vLLM, Ollama, llama.cpp server and LM Studio::
 
 Tool calls travel both ways: ``tools`` are sent as function definitions and
 the reply's ``tool_calls`` come back as :class:`~actormem.messages.ToolUseBlock`
-content.  Failures that may pass (HTTP 408/429/5xx, connection errors,
-timeouts) are retried with exponential backoff and jitter, honouring
-``Retry-After``; other client errors and unusable replies raise
-:class:`~actormem.models.base.ModelError` at once, naming the endpoint and the
-problem.  Token usage, when the server reports it, is in the reply's
-``metadata["usage"]``.
+content; ``tool_choice`` (default ``"auto"``) is sent whenever tools are,
+because some servers (llama.cpp's with ``chatml-function-calling``) ignore
+tools without it. A reply whose tool-call arguments are not a JSON object
+raises :class:`~actormem.models.base.MalformedToolCallError` carrying every
+call and whether the reply was truncated (``finish_reason=length``), so an
+agent can give the problem back to the model. Failures that may pass (HTTP
+408/429/5xx, connection errors, timeouts) are retried with exponential backoff
+and jitter, honouring ``Retry-After``, within one total deadline per call when
+``total_timeout`` (or the call's ``timeout``) is set; other client errors and
+unusable replies raise :class:`~actormem.models.base.ModelError` at once,
+naming the endpoint and the problem. Token usage, when the server reports it,
+is in the reply's ``metadata["usage"]``.
 
 The API key is sent as a Bearer token and never appears in logs, reprs or
 error messages.
@@ -34,7 +40,7 @@ import msgspec
 import structlog
 
 from actormem.messages import MessageError, Msg, from_openai, to_openai
-from actormem.models.base import ModelError, ToolSpec
+from actormem.models.base import MalformedCall, MalformedToolCallError, ModelError, ToolSpec
 
 __all__ = ["OpenAIChatModel"]
 
@@ -92,6 +98,12 @@ class OpenAIChatModel:
         name: the model's name in events and logs (default: ``model``).
         max_backoff: the longest wait between attempts; a ``Retry-After``
             longer than this makes the call fail at once instead of sleeping.
+        tool_choice: sent with every request that has tools (``"auto"``,
+            ``"required"``, ``"none"`` or a ``{"type": "function", ...}``
+            object); ``None`` sends nothing.  ``extra_body`` may override it.
+        total_timeout: the limit in seconds for a whole call, all attempts and
+            waits included, when the call passes no ``timeout`` of its own
+            (``None``: only the per-attempt ``timeout`` applies).
     """
 
     def __init__(
@@ -109,6 +121,8 @@ class OpenAIChatModel:
         headers: Mapping[str, str] | None = None,
         name: str | None = None,
         max_backoff: float = 30.0,
+        tool_choice: str | Mapping[str, Any] | None = "auto",
+        total_timeout: float | None = None,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required (e.g. http://localhost:8000/v1)")
@@ -116,6 +130,8 @@ class OpenAIChatModel:
             raise ValueError("model is required")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if total_timeout is not None and total_timeout <= 0:
+            raise ValueError(f"total_timeout must be positive, got {total_timeout}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         try:
@@ -136,6 +152,8 @@ class OpenAIChatModel:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.extra_body: dict[str, Any] = dict(extra_body or {})
+        self.tool_choice = tool_choice
+        self.total_timeout = None if total_timeout is None else float(total_timeout)
         self._api_key = _Secret(api_key) if api_key else None
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._client = client
@@ -174,7 +192,7 @@ class OpenAIChatModel:
         """
         body = self._body(messages, tools, stream=False)
         started = time.monotonic()
-        response = self._send(body, timeout, stream=False)
+        response = self._send(body, self._limit(timeout), stream=False)
         return self._finish(response, started)
 
     async def achat(
@@ -200,7 +218,7 @@ class OpenAIChatModel:
         body = self._body(messages, tools, stream=False)
         started = time.monotonic()
         async with self._aclient() as client:
-            response = await self._asend(client, body, timeout, stream=False)
+            response = await self._asend(client, body, self._limit(timeout), stream=False)
         return self._finish(response, started)
 
     def stream(
@@ -231,7 +249,7 @@ class OpenAIChatModel:
         """
         body = self._body(messages, tools, stream=True)
         started = time.monotonic()
-        response = self._send(body, timeout, stream=True)
+        response = self._send(body, self._limit(timeout), stream=True)
         try:
             if _is_json(response):
                 response.read()
@@ -271,7 +289,7 @@ class OpenAIChatModel:
         body = self._body(messages, tools, stream=True)
         started = time.monotonic()
         async with self._aclient() as client:
-            response = await self._asend(client, body, timeout, stream=True)
+            response = await self._asend(client, body, self._limit(timeout), stream=True)
             try:
                 if _is_json(response):
                     await response.aread()
@@ -324,9 +342,14 @@ class OpenAIChatModel:
         body: dict[str, Any] = {"model": self.model, "messages": to_openai(messages)}
         if tools:
             body["tools"] = list(tools)
+            if self.tool_choice is not None:
+                body["tool_choice"] = self.tool_choice
         body.update(self.extra_body)
         body["stream"] = stream
         return _JSON.encode(body)
+
+    def _limit(self, timeout: float | None) -> float | None:
+        return self.total_timeout if timeout is None else timeout
 
     def _request_headers(self, *, stream: bool) -> dict[str, str]:
         headers = dict(self._headers)
@@ -476,12 +499,20 @@ class OpenAIChatModel:
                 f"malformed JSON in the reply (HTTP {response.status_code}): {exc}; "
                 f"body starts with {preview!r}"
             ) from None
-        msg = self._parse(data)
-        usage = msg.metadata.get("usage")
-        if isinstance(usage, dict):
+        usage = _usage(data.get("usage")) if isinstance(data, dict) else None
+        if usage is not None:  # counted before parsing: a malformed reply still cost tokens
             with self._lock:
                 for key in self._usage:
                     self._usage[key] += int(usage.get(key, 0))
+        msg = self._parse(data)
+        if msg.metadata.get("finish_reason") == "length":
+            log.warning(
+                "model_reply_truncated",
+                model=self.name,
+                endpoint=self._display_url,
+                usage=usage,
+                hint="the server cut the reply at its token limit (raise max_tokens)",
+            )
         log.debug(
             "model_reply",
             model=self.name,
@@ -504,6 +535,8 @@ class OpenAIChatModel:
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             raise self._error("choices[0] of the reply has no message object")
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        self._check_tool_calls(message, str(finish or ""), _usage(data.get("usage")))
         try:
             msg = from_openai({**message, "role": message.get("role") or "assistant"})
         except (MessageError, AttributeError, TypeError, ValueError) as exc:
@@ -521,6 +554,64 @@ class OpenAIChatModel:
         if isinstance(reasoning, str) and reasoning:
             metadata["reasoning"] = reasoning
         return msg.with_content(msg.content, **metadata)
+
+    def _check_tool_calls(
+        self, message: dict[str, Any], finish_reason: str, usage: dict[str, int] | None
+    ) -> None:
+        """Raise MalformedToolCallError when a tool call's arguments are unusable."""
+        raw_calls = message.get("tool_calls")
+        if not isinstance(raw_calls, list) or not raw_calls:
+            return
+        calls: list[MalformedCall] = []
+        for i, call in enumerate(raw_calls):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                return  # not a tool call at all: from_openai names the problem
+            raw = fn.get("arguments")
+            call_id = str(call.get("id") or f"call_{i}")
+            problem = ""
+            if isinstance(raw, str) and raw.strip():
+                try:
+                    args = msgspec.json.decode(raw)
+                except msgspec.DecodeError as exc:
+                    problem = f"the arguments are not valid JSON ({exc})"
+                else:
+                    if not isinstance(args, dict):
+                        problem = f"the arguments are JSON {type(args).__name__}, not an object"
+            elif raw is not None and not isinstance(raw, str | dict):
+                problem = f"the arguments are {type(raw).__name__}, not a JSON object"
+            text = raw if isinstance(raw, str) else _JSON.encode(raw).decode()
+            calls.append(MalformedCall(call_id, fn["name"], text, problem))
+        bad = [c for c in calls if c.problem]
+        if not bad:
+            return
+        truncated = finish_reason == "length"
+        cut = (
+            "; the reply was truncated at the token limit (finish_reason=length)"
+            if truncated
+            else ""
+        )
+        first = bad[0]
+        reason = (
+            f"{len(bad)} tool call(s) unusable: {first.name}: {first.problem}; "
+            f"arguments start with {first.arguments[:80]!r}{cut}"
+        )
+        log.warning(
+            "model_tool_call_malformed",
+            model=self.name,
+            endpoint=self._display_url,
+            calls=len(bad),
+            truncated=truncated,
+            reason=self._redact(reason),
+        )
+        content = message.get("content")
+        raise MalformedToolCallError(
+            f"{self._display_url}: {self._redact(reason)}",
+            text=content if isinstance(content, str) else "",
+            calls=calls,
+            finish_reason=finish_reason,
+            usage=usage,
+        )
 
     def _sse_piece(self, line: str) -> str | None:
         """The text of one SSE line: ``""`` for nothing, ``None`` at the end."""

@@ -351,7 +351,7 @@ def test_malformed_json_is_a_model_error(server: FakeServer) -> None:
         ({"error": {"message": "model not loaded"}}, "the server returned an error: model not"),
         (
             completion(None, tool_calls=[{"id": "x", "function": {"name": "f", "arguments": "{"}}]),
-            "the reply message is unusable: malformed OpenAI tool call",
+            "1 tool call(s) unusable: f: the arguments are not valid JSON",
         ),
         (
             completion(None, tool_calls=[{"id": "x", "function": "f"}]),
