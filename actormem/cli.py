@@ -355,7 +355,7 @@ def _demo_compression(console: Console, folder: Path) -> bool:
     cfg = AutoContextConfig.for_window(8192)
     console.print(
         f"   budget: {cfg.token_budget:,} tokens or {cfg.msg_threshold} messages; "
-        f"the last {cfg.last_keep} stay verbatim"
+        f"the last {cfg.keep_last} stay verbatim"
     )
     seen: list[Event] = []
 

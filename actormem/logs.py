@@ -6,19 +6,26 @@ default (warnings and errors, to stderr, secrets redacted) **only if the
 application has not configured structlog itself**.  Call
 :func:`configure_logging` to choose the level or JSON output, or configure
 structlog yourself (add :func:`redact_secrets` to your processors).
+
+actormem also leaves the standard library's root logger as the application
+set it: a dependency that configures it on import (``wordllama`` calls
+``logging.basicConfig(level=INFO)``) is imported inside
+:func:`keep_root_logging`, which puts the root logger's level and handlers
+back afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Final, TextIO
 
 import structlog
 
-__all__ = ["configure_logging", "redact_secrets"]
+__all__ = ["configure_logging", "keep_root_logging", "redact_secrets"]
 
 _SECRET_KEYS: Final = re.compile(r"(api[_-]?key|authorization|password|secret|token)$", re.I)
 _SECRET_VALUES: Final = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
@@ -53,6 +60,28 @@ def redact_secrets(
         else:
             event_dict[key] = _scrub(event_dict[key])
     return event_dict
+
+
+@contextlib.contextmanager
+def keep_root_logging() -> Iterator[None]:
+    """Undo what the ``with`` block does to the root logger (level and handlers).
+
+    For imports of libraries that call ``logging.basicConfig`` themselves: the
+    application alone decides what the root logger prints.
+    """
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
 
 
 def configure_logging(

@@ -99,7 +99,10 @@ class AutoContextConfig:
         max_token: the model's context window in tokens.
         token_ratio: compress when the context reaches ``max_token * token_ratio``
             tokens; that product is also the budget a pass aims for.
-        last_keep: the most recent messages that strategies 1, 2 and 4 never touch.
+        last_keep: the most recent messages that strategies 1, 2 and 4 never touch;
+            must be smaller than ``msg_threshold``.  Default (``None``): half of
+            ``msg_threshold``, at most 50 (so ``AutoContextConfig(msg_threshold=8)``
+            keeps the last 4).
         large_payload_threshold: a message whose text is longer than this many
             characters is "large" (offloaded by strategies 2 and 3, summarized by 5).
         offload_preview: characters of an offloaded message kept as its preview.
@@ -134,7 +137,7 @@ class AutoContextConfig:
     msg_threshold: int = 100
     max_token: int = 131072
     token_ratio: float = 0.75
-    last_keep: int = 50
+    last_keep: int | None = None
     large_payload_threshold: int = 5120
     offload_preview: int = 200
     min_consecutive_tool_messages: int = 6
@@ -150,9 +153,13 @@ class AutoContextConfig:
     protect: Callable[[Msg], bool] | None = None
     model_timeout: float = 30.0
     token_counter: TokenCounter = dataclasses.field(default_factory=EstimateTokenCounter)
+    _derived_keep: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _positive_int("msg_threshold", self.msg_threshold, minimum=2)
+        if self.last_keep is None:
+            object.__setattr__(self, "last_keep", min(50, self.msg_threshold // 2))
+            object.__setattr__(self, "_derived_keep", True)
         _positive_int("max_token", self.max_token, minimum=256)
         _ratio("token_ratio", self.token_ratio)
         _positive_int("last_keep", self.last_keep, minimum=0)
@@ -165,7 +172,7 @@ class AutoContextConfig:
         _positive_int("min_compression_tokens", self.min_compression_tokens, minimum=0)
         _ratio("summary_ratio", self.summary_ratio)
         _positive_int("summary_max_tokens", self.summary_max_tokens, minimum=16)
-        if self.last_keep >= self.msg_threshold:
+        if self.keep_last >= self.msg_threshold:
             raise ValueError(
                 f"AutoContextConfig.last_keep ({self.last_keep}) must be smaller than "
                 f"msg_threshold ({self.msg_threshold}), or no pass could ever get under "
@@ -243,7 +250,15 @@ class AutoContextConfig:
         Returns:
             The new configuration.
         """
+        if self._derived_keep and "msg_threshold" in changes and "last_keep" not in changes:
+            changes["last_keep"] = None  # derived again from the new threshold
         return dataclasses.replace(self, **changes)
+
+    @property
+    def keep_last(self) -> int:
+        """``last_keep`` as an int (derived from ``msg_threshold`` when not given)."""
+        assert self.last_keep is not None  # set by __post_init__
+        return self.last_keep
 
     @classmethod
     def for_window(cls, window: int, **overrides: Any) -> AutoContextConfig:

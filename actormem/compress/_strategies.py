@@ -282,7 +282,7 @@ class _View:
         while head < n and self.msgs[head].role == "system":
             head += 1
         self.head = head
-        self.keep_from = max(head, n - config.last_keep)
+        self.keep_from = max(head, n - config.keep_last)
         round_start = head
         for i in range(n - 1, head - 1, -1):
             if _is_user_turn(self.msgs[i]):
@@ -625,7 +625,7 @@ def offload_old(
         The change, or None when no old message is large.
     """
     n = len(messages)
-    keep_from = max(0, n - config.last_keep)
+    keep_from = max(0, n - config.keep_last)
     return _offload_range("offload_old", range(keep_from), messages, config, counter, tokens)
 
 
@@ -901,6 +901,7 @@ def compress(
     applied: list[AppliedStrategy] = []
     offloads: dict[str, tuple[Msg, ...]] = {}
     exhausted = False
+    skipped: list[str] = []
     for _ in range(max_steps):
         over_count = len(msgs) >= config.msg_threshold
         over_tokens = total >= budget
@@ -912,6 +913,16 @@ def compress(
             t0 = time.perf_counter()
             res = fn(msgs, config, summarizer, counter, tokens=toks)
             if res is None:
+                continue
+            if res.tokens_after >= res.tokens_before:
+                # A pass that does not shrink the context is never applied.
+                skipped.append(f"{name} ({res.tokens_before} -> {res.tokens_after} tokens)")
+                log.info(
+                    "strategy_skipped_not_smaller",
+                    strategy=name,
+                    tokens_before=res.tokens_before,
+                    tokens_after=res.tokens_after,
+                )
                 continue
             applied.append(
                 AppliedStrategy(
@@ -942,6 +953,11 @@ def compress(
             break
     within = len(msgs) < config.msg_threshold and total < budget
     count, replacement = _prefix_change(original, msgs)
+    not_applied = (
+        f"; not applied because they would not shrink the context: {', '.join(skipped[:3])}"
+        if skipped
+        else ""
+    )
     if within:
         reason = f"within budget after {len(applied)} strategy step(s)"
     else:
@@ -955,10 +971,11 @@ def compress(
         )
         reason = (
             f"still over budget ({len(msgs)} messages, threshold {config.msg_threshold}; "
-            f"{total} tokens, budget {budget}): {why}; the last {config.last_keep} messages "
+            f"{total} tokens, budget {budget}): {why}; the last {config.keep_last} messages "
             f"hold {recent} tokens, protected messages {protected}, leading system messages "
             f"{sum(v.toks[: v.head])}"
         )
+    reason += not_applied
     return CompressionOutcome(
         count=count,
         replacement=replacement,

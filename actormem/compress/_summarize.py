@@ -696,6 +696,7 @@ class ModelSummarizer:
         if not self._timeout > 0:
             raise ValueError(f"ModelSummarizer timeout must be > 0 seconds, got {self._timeout}")
         self._fallback = fallback or ExtractiveSummarizer(config.token_counter)
+        self._counter = config.token_counter
         # Keep the transcript within about half the model's window.
         self._max_chars = config.max_token * 2
         self.name = f"model:{getattr(model, 'name', type(model).__name__)}"
@@ -723,6 +724,14 @@ class ModelSummarizer:
             text = self._call(prompt).strip()
             if not text:
                 raise ValueError("the model returned an empty summary")
+            # A summary no shorter than what it summarizes would make the context
+            # larger (small models ramble): the offline summary is used instead.
+            got, had = self._counter.count(text), self._counter.count_msgs(msgs)
+            if got >= had:
+                raise ValueError(
+                    f"the model's summary ({got} tokens) is not shorter than the "
+                    f"{len(msgs)} message(s) it summarizes ({had} tokens)"
+                )
             return Summary(text, self.name)
         except Exception as exc:  # any model failure degrades to the offline summary
             error = f"{type(exc).__name__}: {exc}"

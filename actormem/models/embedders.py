@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem.logs import keep_root_logging
 from actormem.models.base import ModelError
 
 if TYPE_CHECKING:
@@ -120,7 +121,9 @@ def _load_wordllama() -> Any:
         try:
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
-            from wordllama.inference import WordLlamaInference
+
+            with keep_root_logging():  # wordllama calls logging.basicConfig(level=INFO)
+                from wordllama.inference import WordLlamaInference
 
             root = resources.files("wordllama")
             with resources.as_file(root / _WL_TOKENIZER) as tok_path:

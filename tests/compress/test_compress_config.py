@@ -85,3 +85,15 @@ def test_for_window_small_model() -> None:
     assert AutoContextConfig.for_window(8192, last_keep=4).last_keep == 4
     with pytest.raises(ValueError, match="at least 1024"):
         AutoContextConfig.for_window(100)
+
+
+def test_a_small_threshold_alone_derives_last_keep() -> None:
+    cfg = AutoContextConfig(msg_threshold=8)
+    assert cfg.last_keep == 4 and cfg.keep_last == 4
+    assert AutoContextConfig().last_keep == 50  # the default is unchanged
+    assert AutoContextConfig(msg_threshold=2).last_keep == 1
+    # A derived value follows the threshold through replace(); an explicit one stays.
+    assert AutoContextConfig().replace(msg_threshold=10).last_keep == 5
+    assert AutoContextConfig(last_keep=3).replace(msg_threshold=10).last_keep == 3
+    with pytest.raises(ValueError, match=r"last_keep \(8\) must be smaller than msg_threshold"):
+        AutoContextConfig(msg_threshold=8, last_keep=8)

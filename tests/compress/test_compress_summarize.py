@@ -257,3 +257,41 @@ def test_extractive_keeps_who_said_what() -> None:
     text = ExtractiveSummarizer().summarize(msgs, target_tokens=200).text
     assert "Andrew (user): I adopted a greyhound called Pixel" in text
     assert "Audrey (user): My sister Noor moved to Oslo" in text
+
+
+# -- a summary that would make the context larger is never applied -------------------------
+
+
+def test_a_rambling_model_summary_falls_back_over_http() -> None:
+    from actormem.models.openai import OpenAIChatModel
+    from tests._strict_openai import Answer, Request, strict_server
+
+    def ramble(req: Request) -> Answer:  # longer than what it was asked to summarize
+        return Answer(text="In this conversation the user said many things. " * 200)
+
+    msgs = _chat(FACTS, filler=8)
+    with strict_server(ramble) as srv:
+        model = OpenAIChatModel(srv.url, "small", max_retries=0)
+        out = ModelSummarizer(model, AutoContextConfig(model_timeout=10)).summarize(
+            msgs, target_tokens=40, instruction="Summarize."
+        )
+    assert out.fallback and out.summarizer == "extractive"
+    assert "is not shorter than the" in out.error
+
+
+def test_compress_never_applies_a_pass_that_grows_the_context() -> None:
+    from actormem.compress import Summary, compress
+
+    class Verbose:
+        name = "verbose"
+
+        def summarize(self, msgs: Sequence[Msg], *, target_tokens: int, instruction: str) -> Any:
+            return Summary("a very long and entirely useless summary " * 100, self.name)
+
+    msgs: list[Msg] = []
+    for i in range(15):
+        msgs += [Msg.user(f"question {i} about the plan"), Msg.assistant(f"answer {i}")]
+    out = compress(msgs, AutoContextConfig(msg_threshold=10), Verbose())
+    # Without the check, summarize_rounds took this context from ~330 to ~980 tokens.
+    assert out.tokens_after <= out.tokens_before and out.applied == []
+    assert "would not shrink the context: summarize_rounds" in out.reason
