@@ -22,6 +22,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from actormem._cli_chat import _LOG_STREAM, cmd_chat
+from actormem._cli_chat import UsageError as _UsageError
 from actormem.events import (
     ActorRestarted,
     Event,
@@ -482,10 +484,6 @@ def _sessions(args: argparse.Namespace, console: Console, session: SessionStorag
     raise _UsageError(f"unknown sessions action {args.action!r}")
 
 
-class _UsageError(Exception):
-    pass
-
-
 # -- memories -------------------------------------------------------------------------------
 
 
@@ -715,63 +713,6 @@ def _reembed(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-# -- chat -------------------------------------------------------------------------------------
-
-
-def cmd_chat(args: argparse.Namespace, console: Console) -> int:
-    import os
-
-    from actormem.agent import ReActAgent
-    from actormem.models.openai import OpenAIChatModel
-    from actormem.recorder import LongTermMemoryMode
-    from actormem.store import Namespace
-
-    api_key = args.api_key or os.environ.get("OPENAI_API_KEY")
-    model = OpenAIChatModel(args.base_url, args.model, api_key=api_key, timeout=args.timeout)
-    mode = {
-        "static": LongTermMemoryMode.STATIC_CONTROL,
-        "agent": LongTermMemoryMode.AGENT_CONTROL,
-        "both": LongTermMemoryMode.BOTH,
-    }[args.mode]
-    runtime = MemoryRuntime(
-        session_dir=args.dir,
-        sessions=args.sessions,
-        autocontext=True,
-        model=model,
-        store=args.db,
-        long_term=mode,
-        namespace=Namespace(user_id=args.user, agent_id="chat"),
-    )
-    with runtime:
-        agent = ReActAgent(
-            "assistant", model, runtime, session_id=args.session, sys_prompt=args.system
-        )
-        if args.session and agent.load_session():
-            console.print(
-                f"[dim]resumed session {args.session!r} ({runtime.size()} messages)[/dim]"
-            )
-        console.print("[dim]type /quit to leave, /save to save the session[/dim]")
-        while True:
-            try:
-                line = input("you> ")
-            except EOFError:
-                break
-            if line.strip() in ("/quit", "/exit"):
-                break
-            if line.strip() == "/save":
-                if args.session:
-                    console.print(f"[dim]saved {agent.save_session()}[/dim]")
-                else:
-                    console.print("[dim]no --session given: nothing to save[/dim]")
-                continue
-            if not line.strip():
-                continue
-            out = agent.reply(line)
-            console.print(f"[bold]{agent.name}>[/bold] {out.text}")
-        runtime.flush()
-    return 0
-
-
 def _open_ui_store(db: str) -> Any:
     """The store behind ``actormem ui --db``: a DuckDB file or a ``postgresql://``
     URL (which running agents may be writing to at the same time)."""
@@ -938,7 +879,24 @@ def build_parser() -> argparse.ArgumentParser:
         default="You are a helpful assistant with long-term memory.",
         help="system prompt",
     )
-    c.add_argument("--timeout", type=float, default=60.0, help="model timeout in seconds")
+    c.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="limit in seconds for each model call, all retries included (default 60)",
+    )
+    c.add_argument(
+        "--max-tokens",
+        type=int,
+        default=1024,
+        help="longest reply in tokens, sent as max_tokens (default 1024; 0: the server's)",
+    )
+    c.add_argument("--temperature", type=float, help="sampling temperature (0-2)")
+    c.add_argument(
+        "--extra-body",
+        metavar="JSON",
+        help='more request fields as a JSON object, e.g. \'{"top_p": 0.9, "seed": 1}\'',
+    )
     c.set_defaults(func=cmd_chat)
     return p
 
@@ -947,7 +905,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``actormem`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    configure_logging("DEBUG" if args.debug else "WARNING")
+    configure_logging(
+        "DEBUG" if args.debug else "WARNING",
+        stream=_LOG_STREAM if args.command == "chat" else None,  # type: ignore[arg-type]
+    )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:
         rc: Any = args.func(args, console)

@@ -128,3 +128,86 @@ def test_chat_resumes_a_session_kept_in_postgres(
     second = chat(url, tmp_path, ["/quit"], *where)  # another process resumes it
     assert second.returncode == 0, second.stderr
     assert "resumed session 'ada'" in second.stdout
+
+
+# -- a local model: request fields, one deadline per call, log lines off the prompt ---------
+
+
+def test_chat_sends_max_tokens_temperature_and_extra_body(tmp_path: Path) -> None:
+    from tests._strict_openai import Answer, strict_server
+
+    long = "word " * 200
+    with strict_server(lambda req: Answer(text=long)) as srv:
+        r = chat(
+            srv.url,
+            tmp_path,
+            ["hello"],
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0.2",
+            "--extra-body",
+            '{"seed": 7, "top_p": 0.5}',
+            "--mode",
+            "agent",
+        )
+        assert r.returncode == 0, r.stderr
+        assert srv.refused == []
+        agent_calls = [b for b in srv.requests if b.get("tools")]
+        assert agent_calls
+        body = agent_calls[0]
+        assert (body["max_tokens"], body["temperature"], body["seed"], body["top_p"]) == (
+            16,
+            0.2,
+            7,
+            0.5,
+        )
+        assert body["tool_choice"] == "auto"
+        assert "cut at --max-tokens 16" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (("--extra-body", "{nope"), "--extra-body is not valid JSON"),
+        (("--extra-body", "[1]"), "--extra-body must be a JSON object, got list"),
+        (("--temperature", "7"), "--temperature must be from 0 to 2"),
+        (("--max-tokens", "-1"), "--max-tokens must be >= 0"),
+        (("--timeout", "0"), "--timeout must be positive"),
+    ],
+)
+def test_chat_bad_request_flags_are_one_clear_line(
+    tmp_path: Path, flags: tuple[str, ...], needle: str
+) -> None:
+    r = chat("http://127.0.0.1:9/v1", tmp_path, ["hello"], *flags)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_chat_timeout_is_one_deadline_for_all_attempts(tmp_path: Path) -> None:
+    import threading
+
+    from tests._strict_openai import Answer, strict_server
+
+    release = threading.Event()
+    with strict_server(lambda req: Answer(text="late", hold=release)) as srv:
+        try:
+            r = chat(srv.url, tmp_path, ["hello"], "--timeout", "1", "--mode", "agent")
+        finally:
+            release.set()
+    assert r.returncode == 0, r.stderr
+    assert "could not finish" in r.stdout and "no time left to retry" in r.stdout
+    # Without a total deadline each of 4 attempts had the full timeout.
+    assert len([b for b in srv.requests if b.get("tools")]) < 4
+
+
+def test_log_lines_wait_while_the_prompt_is_shown(capsys: pytest.CaptureFixture[str]) -> None:
+    from actormem._cli_chat import _HeldStream
+
+    stream = _HeldStream()
+    with stream.held():
+        stream.write("warning while the user types\n")
+        stream.flush()
+        assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "warning while the user types\n"
+    stream.write("later\n")
+    assert capsys.readouterr().err == "later\n"

@@ -663,7 +663,7 @@ def _safe_url(url: str) -> str:
 
 def _describe(exc: httpx.TransportError, timeout: float | None = None) -> str:
     if isinstance(exc, httpx.TimeoutException):
-        limit = f" after {timeout:g}s" if timeout is not None else ""
+        limit = f" after {timeout:.3g}s" if timeout is not None else ""
         return f"timed out{limit} ({type(exc).__name__})"
     if isinstance(exc, httpx.ConnectError):
         return f"cannot connect: {exc}"
