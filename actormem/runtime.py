@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import hashlib
 import os
 import time
 import weakref
@@ -115,7 +116,15 @@ from actormem.recorder import (
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
 from actormem.session._common import check_session_dir
 from actormem.state import StateError, StateModule
-from actormem.store import LogRecord, MemoryStore, Namespace, NewMemory, SearchHit, open_store
+from actormem.store import (
+    InvalidMemoryError,
+    LogRecord,
+    MemoryStore,
+    Namespace,
+    NewMemory,
+    SearchHit,
+    open_store,
+)
 from actormem.streams import EventBus
 
 if TYPE_CHECKING:
@@ -512,16 +521,31 @@ class MemoryRuntime(StateModule):
         store = self._store
         if store is None:
             return
-        store.add(
-            self._namespace,
-            f"Offloaded conversation {offload_id}:\n{render_transcript(originals)}",
+        # One offload is one memory: its id follows from the offload id, so a
+        # compression repeated after a restart (the session was saved before
+        # the offload reached the store, or the process died in between)
+        # finds the memory it already wrote instead of adding a second one.
+        memory_id = hashlib.sha256(f"{self._namespace.key()}\x00{offload_id}".encode()).hexdigest()[
+            :32
+        ]
+        if store.get(self._namespace, memory_id, include_deleted=True) is not None:
+            return
+        item = NewMemory(
+            content=f"Offloaded conversation {offload_id}:\n{render_transcript(originals)}",
             kind="offload",
             importance=0.3,
             tags=("offload",),
-            source_ids=[m.id for m in originals],
+            source_ids=tuple(m.id for m in originals),
             metadata={"offload_id": offload_id, "messages": len(originals)},
             created_at=originals[0].created_at if originals else None,
+            id=memory_id,
         )
+        try:
+            store.add(self._namespace, item)
+        except InvalidMemoryError:
+            # Another runtime on this namespace wrote the same offload first.
+            if store.get(self._namespace, memory_id, include_deleted=True) is None:
+                raise
 
     @property
     def compressor_enabled(self) -> bool:

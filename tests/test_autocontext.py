@@ -182,6 +182,30 @@ def test_offloads_are_copied_to_the_long_term_store(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_compression_repeated_after_a_restart_offloads_once(tmp_path: Path) -> None:
+    """Regression (crash test): a process killed after its compression reached the
+    store but before the session was saved compresses the same messages again
+    on restart; the store kept two copies of one offload."""
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, Namespace
+
+    ns = Namespace(user_id="ada")
+    store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder())
+    for run in range(2):  # the second runtime is the restarted process
+        with MemoryRuntime(session_dir=tmp_path, autocontext=CFG, store=store, namespace=ns) as rt:
+            if run == 0:
+                rt.add(conversation(50))
+                rt.save_session("s")  # saved before the compression
+            else:
+                assert rt.load_session("s")
+            rt.compress_now()  # (a load over budget may have compressed already)
+            wait_for(lambda: any("offload_id" in m.metadata for m in rt.messages()))
+    copies = store.list(ns, kinds=["offload"])
+    offload_ids = [str(r.metadata["offload_id"]) for r in copies]
+    assert offload_ids and len(offload_ids) == len(set(offload_ids))
+    store.close()
+
+
 def test_clearing_the_context_drops_offloads_nothing_reaches(tmp_path: Path) -> None:
     """Regression (soak): the offload map kept the originals of every past session,
     so repeated sessions (add, compress, clear) grew it, and every session file,
