@@ -96,6 +96,7 @@ from actormem.events import (
 from actormem.journal import DreamReport, Journal, JournalConfig, NowStatus
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
 from actormem.models.base import ChatModel, Embedder, ToolSpec
+from actormem.models.gate import TurnGate
 from actormem.recorder import (
     FACTS_SUFFIX,
     RECORD_TOOL,
@@ -336,6 +337,8 @@ class MemoryRuntime(StateModule):
         self.fleeting: FleetingMemory = FleetingMemory()
         self._last_activity: float = time.monotonic()
         self._turn_open: bool = False
+        # Background model work (the recorder's) runs between turns and gives way to one.
+        self.turns: TurnGate = TurnGate()
         self._idle_ran_for: float = -1.0
         self._failed_seen: int = 0
         self._recorder: Supervisor | None = None
@@ -382,6 +385,7 @@ class MemoryRuntime(StateModule):
                 stm=stm,
                 model=model,
                 state=state,
+                gate=self.turns,
             ),
             publish,
             max_restarts=max_restarts,
@@ -473,6 +477,7 @@ class MemoryRuntime(StateModule):
         self._last_activity = time.monotonic()
         if not self._turn_open and any(m.role == "user" for m in msgs):
             self._turn_open = True
+            self.turns.begin()
 
     def _check_seq(self, msgs: object) -> tuple[Msg, ...]:
         if isinstance(msgs, list | tuple):
@@ -799,6 +804,7 @@ class MemoryRuntime(StateModule):
             self._tracker.cancel()
             raise
         self._turn_open = False
+        self.turns.end()
         self._last_activity = time.monotonic()
 
     def flush(self, timeout: float | None = 60) -> None:
@@ -885,6 +891,7 @@ class MemoryRuntime(StateModule):
         """End the turn: clear the fleeting scratchpad; the idle timer may run again."""
         self.fleeting.clear()
         self._turn_open = False
+        self.turns.end()
         self._last_activity = time.monotonic()
 
     def on_session_end(self, timeout: float | None = 120) -> dict[str, Any]:
@@ -897,6 +904,7 @@ class MemoryRuntime(StateModule):
         """
         self.fleeting.clear()
         self._turn_open = False
+        self.turns.end()
         self._last_activity = time.monotonic()
         if self._recorder is None:
             return {}

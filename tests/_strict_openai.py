@@ -89,6 +89,7 @@ class Answer:
     text: str = ""
     tool_calls: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     hold: threading.Event | None = None  # the server waits on it before answering
+    token_delay: float | None = None  # seconds per generated token (default: the server's)
 
 
 Brain = Callable[[Request], Answer]
@@ -214,6 +215,9 @@ class StrictOpenAIServer:
         max_concurrent: the most generations that ran at once.
         interrupted: streamed generations stopped early (another request waiting,
             or the client gone).
+        generations: ``(label, tokens sent, tokens in the answer)`` of every
+            finished generation, in the order they ended; ``label`` is the start
+            of the last user message.
     """
 
     def __init__(self, brain: Brain, *, serial: bool = False, token_delay: float = 0.0) -> None:
@@ -224,6 +228,7 @@ class StrictOpenAIServer:
         self.refused: list[tuple[int, str]] = []
         self.max_concurrent = 0
         self.interrupted = 0
+        self.generations: list[tuple[str, int, int]] = []
         self._running = 0
         self._waiting = 0
         self._state = threading.Lock()
@@ -329,8 +334,11 @@ class StrictOpenAIServer:
                 "completion_tokens": -(-out_chars // CHARS_PER_TOKEN),
                 "total_tokens": prompt_tokens + -(-out_chars // CHARS_PER_TOKEN),
             }
+            delay = self.token_delay if answer.token_delay is None else answer.token_delay
+            label = req.last_user[:40]
             if req.stream:
-                self._stream(handler, text, finish)
+                sent = self._stream(handler, text, finish, delay)
+                self.generations.append((label, sent, -(-len(text) // CHARS_PER_TOKEN)))
                 return
             message: dict[str, Any] = {"role": "assistant", "content": text if text else None}
             if calls:
@@ -343,8 +351,9 @@ class StrictOpenAIServer:
                     for k, (name, args) in enumerate(calls)
                 ]
             for _ in range(-(-out_chars // CHARS_PER_TOKEN)):
-                if self.token_delay:
-                    time.sleep(self.token_delay)  # generation time of the simulated model
+                if delay:
+                    time.sleep(delay)  # generation time of the simulated model
+            self.generations.append((label, usage["completion_tokens"], usage["completion_tokens"]))
             data = {
                 "id": "chatcmpl-strict",
                 "object": "chat.completion",
@@ -359,29 +368,32 @@ class StrictOpenAIServer:
             handler.end_headers()
             handler.wfile.write(out)
 
-    def _stream(self, handler: BaseHTTPRequestHandler, text: str, finish: str) -> None:
+    def _stream(self, handler: BaseHTTPRequestHandler, text: str, finish: str, delay: float) -> int:
+        """Send ``text`` token by token; return how many tokens were sent."""
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.send_header("Connection", "close")
         handler.end_headers()
         handler.close_connection = True
         pieces = [text[i : i + CHARS_PER_TOKEN] for i in range(0, len(text), CHARS_PER_TOKEN)]
-        for piece in pieces:
-            if self.token_delay:
-                time.sleep(self.token_delay)
+        for sent, piece in enumerate(pieces):
+            if delay:
+                time.sleep(delay)
             chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
             try:
                 handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 handler.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 self.interrupted += 1  # the client went away: stop generating
-                return
+                return sent
             if self._someone_waiting():  # llama-cpp-python's interrupt_requests
                 self.interrupted += 1
-                handler.wfile.write(b"data: [DONE]\n\n")
-                return
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    handler.wfile.write(b"data: [DONE]\n\n")
+                return sent + 1
         end = {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
         handler.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+        return len(pieces)
 
 
 def _limit(answer: Answer, max_tokens: int | None) -> tuple[str, list[tuple[str, str]], str]:

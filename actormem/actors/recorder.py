@@ -61,6 +61,7 @@ from actormem.events import (
 )
 from actormem.messages import Msg
 from actormem.models.base import ChatModel
+from actormem.models.gate import TurnGate
 from actormem.recorder import (
     Decision,
     ExtractedFact,
@@ -267,6 +268,8 @@ class RecorderActor(SupervisedActor):
         scheduler: the Rx scheduler of the batch timer.
         stm: the short-term memory actor (for ``EndSession``).
         model: extracts and reconciles facts (offline rules when None).
+        gate: the conversation's turn gate: model calls run between turns and
+            give way to a turn that starts (``RecorderConfig.yield_to_turns``).
         state: unused (the recorder keeps nothing that a restart must carry).
     """
 
@@ -283,6 +286,7 @@ class RecorderActor(SupervisedActor):
         stm: Supervisor | None = None,
         model: ChatModel | None = None,
         state: Any = None,
+        gate: TurnGate | None = None,
     ) -> None:
         super().__init__(supervisor)
         self._publish = publish
@@ -298,11 +302,12 @@ class RecorderActor(SupervisedActor):
         self._reconciler: ModelReconciler | None = None
         self._summarizer: Summarizer = ExtractiveSummarizer()
         if model is not None:
+            gate = gate if config.yield_to_turns else None
             self._extractor = ModelExtractor(
-                model, timeout=config.model_timeout, retries=config.model_retries
+                model, timeout=config.model_timeout, retries=config.model_retries, gate=gate
             )
             self._reconciler = ModelReconciler(
-                model, timeout=config.model_timeout, retries=config.model_retries
+                model, timeout=config.model_timeout, retries=config.model_retries, gate=gate
             )
             self._summarizer = ModelSummarizer(model, timeout=config.model_timeout)
         self._slots: dict[str, str] = {}  # slot -> memory id (offline reconciliation)

@@ -44,6 +44,12 @@ class RecorderConfig:
             reconciling (ADD / UPDATE / DELETE / NONE).
         model_timeout: Seconds one extraction or reconciliation call may take.
         model_retries: Extra attempts after malformed model output or a failed call.
+        yield_to_turns: Run extraction and reconciliation calls only between
+            conversation turns, streamed, and abandon one when a turn starts (it
+            is retried after the turn, then the offline path takes the batch),
+            so memory work never delays the conversation on a server that
+            answers one request at a time.  ``False``: calls run as soon as a
+            batch closes.
         promote_importance: ``on_session_end`` promotes short-term messages whose
             ``metadata["importance"]`` is at least this...
         promote_access_count: ...or whose ``metadata["access_count"]`` is at least this.
@@ -72,6 +78,7 @@ class RecorderConfig:
     similar_limit: int = 5
     model_timeout: float = 60.0
     model_retries: int = 1
+    yield_to_turns: bool = True
     promote_importance: float = 0.5
     promote_access_count: int = 3
     summary_tokens: int = 300
@@ -91,6 +98,8 @@ class RecorderConfig:
         check_fields(self, RECORDER_FIELDS, "RecorderConfig", error=ValueError)
         if not isinstance(self.record_episodes, bool):
             raise ValueError("RecorderConfig.record_episodes must be a bool")
+        if not isinstance(self.yield_to_turns, bool):
+            raise ValueError("RecorderConfig.yield_to_turns must be a bool")
         if isinstance(self.maintenance, str) or not isinstance(self.maintenance, tuple | list):
             raise ValueError("RecorderConfig.maintenance must be a tuple of action names")
         unknown = [a for a in self.maintenance if a not in MAINTENANCE_ACTIONS]

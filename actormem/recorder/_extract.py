@@ -31,6 +31,7 @@ import structlog
 
 from actormem.messages import Msg
 from actormem.models.base import ChatModel, ModelTimeoutError
+from actormem.models.gate import TurnGate, call_between_turns
 from actormem.recorder._rules import RuleExtractor
 from actormem.recorder._support import SupportChecker
 from actormem.recorder._types import ExtractedFact
@@ -242,6 +243,8 @@ class ModelExtractor:
         retries: Extra attempts after a malformed reply or a failed call.
         max_chars: The conversation text sent is clipped to this length.
         prompt: The system prompt (``{today}`` is filled in).
+        gate: When given, calls run only between conversation turns and give
+            way to a turn that starts (:mod:`actormem.models.gate`).
     """
 
     name = "model"
@@ -254,8 +257,10 @@ class ModelExtractor:
         retries: int = 1,
         max_chars: int = 60_000,
         prompt: str = EXTRACTION_PROMPT,
+        gate: TurnGate | None = None,
     ) -> None:
         self._model = model
+        self._gate = gate
         self._timeout = timeout
         self._retries = retries
         self._max_chars = max_chars
@@ -286,6 +291,7 @@ class ModelExtractor:
             timeout=self._timeout,
             retries=self._retries,
             counter=self,
+            gate=self._gate,
         )
         # A fact the conversation does not support is made up: drop it.
         source = "\n".join(m.text for t in turns for m in t if m.role != "system")
@@ -307,6 +313,7 @@ def ask_json(
     timeout: float,
     retries: int,
     counter: Any = None,
+    gate: TurnGate | None = None,
 ) -> _T:
     """Ask ``model``, decode the JSON of its reply and validate it, retrying ``retries`` times.
 
@@ -321,6 +328,8 @@ def ask_json(
         timeout: Seconds per call.
         retries: Extra attempts.
         counter: An object with a ``calls`` attribute to count calls on.
+        gate: Run each call between conversation turns (see
+            :func:`~actormem.models.gate.call_between_turns`).
 
     Returns:
         What ``validate`` returned.
@@ -334,7 +343,10 @@ def ask_json(
         if counter is not None:
             counter.calls += 1
         try:
-            reply = _chat_within(model, convo, timeout)
+            if gate is not None:
+                reply = call_between_turns(model, convo, timeout, gate)
+            else:
+                reply = _chat_within(model, convo, timeout)
         except Exception as exc:  # a model failure must not kill the recorder
             problem = f"model call failed: {exc!r}"
             log.warning("recorder.model_failed", attempt=attempt, error=repr(exc))

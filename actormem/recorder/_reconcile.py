@@ -27,6 +27,7 @@ import structlog
 
 from actormem.messages import Msg
 from actormem.models.base import ChatModel
+from actormem.models.gate import TurnGate
 from actormem.recorder._extract import ExtractedFact, ExtractionError, ask_json
 from actormem.store import MemoryRecord
 
@@ -156,10 +157,19 @@ class ModelReconciler:
         model: The chat model.
         timeout: Seconds per call.
         retries: Extra attempts after a malformed reply.
+        gate: When given, calls run only between conversation turns.
     """
 
-    def __init__(self, model: ChatModel, *, timeout: float = 60.0, retries: int = 1) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        timeout: float = 60.0,
+        retries: int = 1,
+        gate: TurnGate | None = None,
+    ) -> None:
         self._model = model
+        self._gate = gate
         self._timeout = timeout
         self._retries = retries
         self.calls = 0
@@ -183,6 +193,7 @@ class ModelReconciler:
             timeout=self._timeout,
             retries=self._retries,
             counter=self,
+            gate=self._gate,
         )
 
 
