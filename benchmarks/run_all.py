@@ -15,6 +15,7 @@ MODULES = [
     "bench_compress",
     "bench_recorder",
     "bench_ui",
+    "bench_turns",
 ]
 
 

@@ -220,8 +220,18 @@ class StrictOpenAIServer:
             of the last user message.
     """
 
-    def __init__(self, brain: Brain, *, serial: bool = False, token_delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        brain: Brain,
+        *,
+        serial: bool = False,
+        token_delay: float = 0.0,
+        cut_calls_say_tool_calls: bool = False,
+    ) -> None:
         self.brain = brain
+        # llama.cpp's server answers finish_reason "tool_calls" even when
+        # max_tokens cut the call's arguments.
+        self.cut_calls_say_tool_calls = cut_calls_say_tool_calls
         self.serial = serial
         self.token_delay = token_delay
         self.requests: list[dict[str, Any]] = []
@@ -327,6 +337,8 @@ class StrictOpenAIServer:
             if answer.hold is not None:
                 answer.hold.wait(30)
             text, calls, finish = _limit(answer, req.max_tokens)
+            if finish == "length" and calls and self.cut_calls_say_tool_calls:
+                finish = "tool_calls"
             prompt_tokens = max(1, len(req.prompt_text) // CHARS_PER_TOKEN)
             out_chars = len(text) + sum(len(a) for _, a in calls)
             usage = {

@@ -585,12 +585,20 @@ class OpenAIChatModel:
         bad = [c for c in calls if c.problem]
         if not bad:
             return
+        limit = self.extra_body.get("max_tokens") or self.extra_body.get("max_completion_tokens")
+        used = (usage or {}).get("completion_tokens", 0)
+        if finish_reason == "length":
+            cut = "; the reply was truncated at the token limit (finish_reason=length)"
+        elif isinstance(limit, int) and limit > 0 and used >= limit:
+            # llama.cpp's server says "tool_calls" even when max_tokens cut the call.
+            cut = (
+                f"; the reply was truncated: it used all {limit} max_tokens "
+                f"(the server said finish_reason={finish_reason or 'none'})"
+            )
+            finish_reason = "length"
+        else:
+            cut = ""
         truncated = finish_reason == "length"
-        cut = (
-            "; the reply was truncated at the token limit (finish_reason=length)"
-            if truncated
-            else ""
-        )
         first = bad[0]
         reason = (
             f"{len(bad)} tool call(s) unusable: {first.name}: {first.problem}; "

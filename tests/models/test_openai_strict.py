@@ -127,6 +127,16 @@ def test_truncated_tool_call_is_named_and_its_usage_counted() -> None:
         assert isinstance(err, ModelError)
 
 
+def test_truncation_is_named_when_the_server_says_tool_calls() -> None:
+    with strict_server(weather_brain, cut_calls_say_tool_calls=True) as srv:
+        m = model(srv.url, extra_body={"max_tokens": 5})
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+        with pytest.raises(MalformedToolCallError) as info:
+            m.chat([Msg.user("weather?")], tools=tools)
+        assert info.value.truncated
+        assert "used all 5 max_tokens (the server said finish_reason=tool_calls)" in str(info.value)
+
+
 def test_agent_gives_a_malformed_call_back_to_the_model(tmp_path: Path) -> None:
     ran: list[str] = []
 
