@@ -17,6 +17,13 @@ Threading model (the README says the same):
 * The ``a``-prefixed methods are the asyncio twins: they await the same
   futures through ``asyncio.wrap_future`` (or run blocking store calls in a
   worker thread) and never block the event loop.
+
+The calls that only forward to one part live in private mixins beside this
+module, so this one reads as the wiring: the asyncio twins
+(``_runtime_async``), the long-term reads and keyed facts
+(``_runtime_long_term``), the model's tools (``_runtime_tools``, with the
+memory tool handlers in :mod:`actormem.recorder`), the journal calls
+(``_runtime_journal``) and the argument checks (``_runtime_args``).
 * Long-term reads (``retrieve``, ``get_fact``) and synchronous writes
   (``save_fact``, the ``record_to_memory`` tool) run on the caller's thread
   against the store, which serialises writers itself; they never wait
@@ -35,11 +42,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import hashlib
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -51,6 +57,20 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.scheduler import EventLoopScheduler
 
+from actormem._runtime_args import (
+    DEFAULT_NAMESPACE,
+    LONG_TERM_FILE,
+    delete_args,
+    journal_args,
+    long_term_args,
+    open_store,
+    unwrap_short_term,
+)
+from actormem._runtime_async import AsyncTwins
+from actormem._runtime_journal import JournalCalls
+from actormem._runtime_long_term import LongTermCalls
+from actormem._runtime_tools import ToolCalls
+from actormem.actors._state_module import ActorStateModule
 from actormem.actors._supervisor import ActorUnavailableError, Supervisor
 from actormem.actors.autocontext import (
     AUTOCONTEXT,
@@ -59,7 +79,6 @@ from actormem.actors.autocontext import (
     CompressorState,
     GetHistory,
     ReloadOffload,
-    context_reload_tool,
 )
 from actormem.actors.recorder import (
     RECORDER,
@@ -72,20 +91,15 @@ from actormem.actors.recorder import (
     RunMaintenance,
 )
 from actormem.actors.short_term import SHORT_TERM, ShortTermMemoryActor, ShortTermState
-from actormem.compress import AutoContextConfig, CompressionOutcome, render_transcript
+from actormem.compress import AutoContextConfig, CompressionOutcome
 from actormem.events import (
     AddMessages,
     ClearMessages,
     DeleteMessages,
     Event,
-    FactReconciled,
     GetMessages,
     GetSize,
-    GetState,
-    LoadState,
     MemoryCleared,
-    MemoryRecorded,
-    MemoryRetrieved,
     MessageAdded,
     MessagesDeleted,
     MessagesReplaced,
@@ -93,39 +107,21 @@ from actormem.events import (
     SessionLoaded,
     SessionSaved,
 )
-from actormem.journal import DreamReport, Journal, JournalConfig, NowStatus
+from actormem.journal import DreamReport, Journal, JournalConfig
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
-from actormem.models.base import ChatModel, Embedder, ToolSpec
+from actormem.models.base import ChatModel, Embedder
 from actormem.models.gate import TurnGate
 from actormem.recorder import (
-    FACTS_SUFFIX,
-    RECORD_TOOL,
-    RETRIEVE_TOOL,
     FleetingMemory,
     KeyedFacts,
     LongTermMemoryMode,
+    MemoryToolHandlers,
     RecorderConfig,
-    UnknownToolError,
-    format_for_injection,
-    parse_record_args,
-    parse_retrieve_args,
-    record_to_memory_tool,
-    render_recorded,
-    render_retrieved,
-    retrieve_from_memory_tool,
 )
 from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
 from actormem.session._common import check_session_dir
 from actormem.state import StateError, StateModule
-from actormem.store import (
-    InvalidMemoryError,
-    LogRecord,
-    MemoryStore,
-    Namespace,
-    NewMemory,
-    SearchHit,
-    open_store,
-)
+from actormem.store import MemoryStore, Namespace
 from actormem.streams import EventBus
 
 if TYPE_CHECKING:
@@ -137,60 +133,9 @@ log = structlog.get_logger(__name__)
 
 #: ``source`` of the runtime's own events (session saved/loaded).
 RUNTIME = "runtime"
-#: The namespace of long-term memories when none is given.
-DEFAULT_NAMESPACE = Namespace(user_id="default", agent_id="agent")
-#: The long-term store file (inside ``session_dir``) when ``long_term`` is set without ``store``.
-LONG_TERM_FILE = "long_term.duckdb"
-_CONTEXT_RELOAD = "context_reload"
-_MAX_RETRIEVE = 1_000
 
 
-class ActorStateModule(StateModule):
-    """The StateModule face of an actor: state is fetched from / sent to its thread.
-
-    Args:
-        supervisor: the actor's supervisor.
-        state_type: the msgspec Struct of the actor's state (``GetState``
-            answers one, ``LoadState`` takes one); JSON decodes straight into it.
-        name: the component name.
-    """
-
-    def __init__(
-        self,
-        supervisor: Supervisor,
-        state_type: type[msgspec.Struct],
-        name: str,
-    ) -> None:
-        super().__init__()
-        self._sup = supervisor
-        self._type = state_type
-        self._decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(state_type)
-        self._name = name
-
-    @property
-    def component_name(self) -> str:
-        return self._name
-
-    def state_dict(self) -> dict[str, Any]:
-        state = self._sup.ask(GetState())
-        return {f: getattr(state, f) for f in state.__struct_fields__}
-
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
-        try:
-            decoded = msgspec.convert(state, self._type)
-        except msgspec.ValidationError as exc:
-            raise StateError(f"{self._name}: invalid state: {exc}") from None
-        self._sup.ask(LoadState(state=decoded))
-
-    def load_state_json(self, data: bytes | msgspec.Raw, strict: bool = True) -> None:
-        try:
-            decoded = self._decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise StateError(f"{self._name}: invalid state: {exc}") from None
-        self._sup.ask(LoadState(state=decoded))
-
-
-class MemoryRuntime(StateModule):
+class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateModule):
     """An agent's memory: the actors, their event stream and session files.
 
     Use it as a context manager (sync or async) or call :meth:`close`.
@@ -265,13 +210,13 @@ class MemoryRuntime(StateModule):
         super().__init__()
         self._ui: UIServer | None = None
         check_session_dir(session_dir)
-        mode, lt_config, ns = _long_term_args(store, long_term, namespace, recorder, embedder)
-        journal_config = _journal_args(journal, mode)
+        mode, lt_config, ns = long_term_args(store, long_term, namespace, recorder, embedder)
+        journal_config = journal_args(journal, mode)
         # The store opens before any actor starts, so a bad path leaves nothing running.
         self._store: MemoryStore | None = None
         self._own_store = False
         if mode is not None:
-            self._store, self._own_store = _open_store(store, session_dir, embedder)
+            self._store, self._own_store = open_store(store, session_dir, embedder)
         self._mode: LongTermMemoryMode | None = mode
         self._namespace: Namespace = ns
         self._recorder_config: RecorderConfig = lt_config
@@ -307,7 +252,7 @@ class MemoryRuntime(StateModule):
                 raise
         stm = Supervisor(
             SHORT_TERM,
-            lambda sup, state: ShortTermMemoryActor.start(sup, publish, _unwrap(state)),
+            lambda sup, state: ShortTermMemoryActor.start(sup, publish, unwrap_short_term(state)),
             publish,
             max_restarts=max_restarts,
         )
@@ -343,6 +288,7 @@ class MemoryRuntime(StateModule):
         self._failed_seen: int = 0
         self._recorder: Supervisor | None = None
         self._keyed: KeyedFacts | None = None
+        self._memory_tools: MemoryToolHandlers | None = None
         self._scheduler: EventLoopScheduler | None = None
         self._tracker: RecordingTracker = RecordingTracker(
             max_pending=lt_config.max_pending,
@@ -391,6 +337,8 @@ class MemoryRuntime(StateModule):
             max_restarts=max_restarts,
         )
         self._keyed = KeyedFacts(store, ns)
+        if self._mode is not None and self._mode.agent_tools:
+            self._memory_tools = MemoryToolHandlers(store, ns, publish, self.retrieve, RECORDER)
         if config.idle_seconds is not None:
             scheduler.schedule_relative(config.idle_seconds, self._idle_check)
 
@@ -512,7 +460,7 @@ class MemoryRuntime(StateModule):
         Raises:
             IndexError: an index is out of range (nothing is deleted).
         """
-        indices, id_list = _delete_args(index, ids)
+        indices, id_list = delete_args(index, ids)
         return int(self._stm.ask(DeleteMessages(indices=indices, ids=id_list)))
 
     def clear(self) -> int:
@@ -520,37 +468,6 @@ class MemoryRuntime(StateModule):
         return int(self._stm.ask(ClearMessages()))
 
     # -- compression ----------------------------------------------------------------
-
-    def _offload_to_store(self, offload_id: str, originals: tuple[Msg, ...]) -> None:
-        """Copy compressed-away messages to the long-term store (searchable, durable)."""
-        store = self._store
-        if store is None:
-            return
-        # One offload is one memory: its id follows from the offload id, so a
-        # compression repeated after a restart (the session was saved before
-        # the offload reached the store, or the process died in between)
-        # finds the memory it already wrote instead of adding a second one.
-        memory_id = hashlib.sha256(f"{self._namespace.key()}\x00{offload_id}".encode()).hexdigest()[
-            :32
-        ]
-        if store.get(self._namespace, memory_id, include_deleted=True) is not None:
-            return
-        item = NewMemory(
-            content=f"Offloaded conversation {offload_id}:\n{render_transcript(originals)}",
-            kind="offload",
-            importance=0.3,
-            tags=("offload",),
-            source_ids=tuple(m.id for m in originals),
-            metadata={"offload_id": offload_id, "messages": len(originals)},
-            created_at=originals[0].created_at if originals else None,
-            id=memory_id,
-        )
-        try:
-            store.add(self._namespace, item)
-        except InvalidMemoryError:
-            # Another runtime on this namespace wrote the same offload first.
-            if store.get(self._namespace, memory_id, include_deleted=True) is None:
-                raise
 
     @property
     def compressor_enabled(self) -> bool:
@@ -581,201 +498,18 @@ class MemoryRuntime(StateModule):
         """
         return list(self._need_compressor().ask(ReloadOffload(offload_id=offload_id)))
 
-    def context_reload(self, offload_id: str) -> str:
-        """The ``context_reload`` tool: the originals rendered as a transcript.
-
-        Unknown ids give an error message (for the model) instead of raising.
-        """
-        try:
-            msgs = self.reload(offload_id)
-        except KeyError as exc:
-            return f"Error: {exc}"
-        return f"Original content of {offload_id} ({len(msgs)} message(s)):\n" + render_transcript(
-            msgs
-        )
-
     def history(self) -> list[Msg]:
         """The whole conversation as it was added, compressed parts expanded."""
         if self._compressor is None:
             return self.messages()
         return list(self._compressor.ask(GetHistory()))
 
-    def tools(self) -> list[ToolSpec]:
-        """The tool definitions the agent should offer the model for this runtime.
-
-        ``context_reload`` when the compressor runs; ``record_to_memory`` and
-        ``retrieve_from_memory`` in ``AGENT_CONTROL`` and ``BOTH`` modes.
-        """
-        out: list[ToolSpec] = []
-        if self._compressor is not None:
-            out.append(context_reload_tool())
-        if self._mode is not None and self._mode.agent_tools:
-            out.extend((record_to_memory_tool(), retrieve_from_memory_tool()))
-        return out
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
-        """Run one of :meth:`tools` and return the text the model reads back.
-
-        Args:
-            name: the tool name.
-            arguments: its arguments (the decoded JSON object of the call).
-
-        Returns:
-            The tool's result text.
-
-        Raises:
-            UnknownToolError: (a KeyError) the runtime does not offer ``name``.
-            ValueError: the arguments are missing, unknown or mistyped (named).
-        """
-        handlers = self._tool_handlers()
-        handler = handlers.get(name) if isinstance(name, str) else None
-        if handler is None:
-            offered = ", ".join(sorted(handlers)) or "none"
-            hint = ""
-            if name in (RECORD_TOOL, RETRIEVE_TOOL):
-                mode = self._mode.name if self._mode is not None else "no long-term memory"
-                hint = f" (memory tools need AGENT_CONTROL or BOTH mode; this runtime has {mode})"
-            raise UnknownToolError(f"unknown tool {name!r}{hint}; this runtime offers: {offered}")
-        if not isinstance(arguments, Mapping):
-            raise ValueError(
-                f"{name}: arguments must be a JSON object, got {type(arguments).__name__}"
-            )
-        self._last_activity = time.monotonic()
-        return handler(arguments)
-
-    def _tool_handlers(self) -> dict[str, Callable[[Mapping[str, Any]], str]]:
-        handlers: dict[str, Callable[[Mapping[str, Any]], str]] = {}
-        if self._compressor is not None:
-            handlers[_CONTEXT_RELOAD] = self._context_reload_tool
-        if self._mode is not None and self._mode.agent_tools:
-            handlers[RECORD_TOOL] = self._record_tool
-            handlers[RETRIEVE_TOOL] = self._retrieve_tool
-        return handlers
-
-    def _context_reload_tool(self, arguments: Mapping[str, Any]) -> str:
-        missing = {"offload_id"} - set(arguments)
-        unknown = set(arguments) - {"offload_id"}
-        if missing or unknown:
-            raise ValueError(
-                f"{_CONTEXT_RELOAD}: missing {sorted(missing)} / unknown {sorted(unknown)} "
-                "argument(s); it takes exactly 'offload_id'"
-            )
-        oid = arguments["offload_id"]
-        if not isinstance(oid, str) or not oid:
-            raise ValueError(f"{_CONTEXT_RELOAD}: 'offload_id' must be a non-empty string")
-        return self.context_reload(oid)
-
-    def _record_tool(self, arguments: Mapping[str, Any]) -> str:
-        thinking, items = parse_record_args(arguments)
-        store = self._need_store()
-        t0 = time.perf_counter()
-        meta = {"thinking": thinking[:2_000]} if thinking else {}
-        news = [
-            NewMemory(
-                content=item,
-                kind="fact",
-                importance=0.7,
-                tags=("agent-recorded",),
-                metadata=meta,
-            )
-            for item in items
-        ]
-        results = store.add_many(self._namespace, news)
-        self.bus.publish(
-            MemoryRecorded(
-                source=RECORDER,
-                ids=tuple(r.id for r in results),
-                added=sum(1 for r in results if r.op == "ADD"),
-                unchanged=sum(1 for r in results if r.op != "ADD"),
-                duration_ms=(time.perf_counter() - t0) * 1e3,
-            )
-        )
-        return render_recorded(items, results)
-
-    def _retrieve_tool(self, arguments: Mapping[str, Any]) -> str:
-        keywords, limit = parse_retrieve_args(arguments)
-        return render_retrieved(keywords, self.retrieve(" ".join(keywords), limit))
-
     # -- long-term memory -------------------------------------------------------------
-
-    @property
-    def long_term_mode(self) -> LongTermMemoryMode | None:
-        """The long-term memory mode (None: this runtime has no long-term memory)."""
-        return self._mode
-
-    @property
-    def store(self) -> MemoryStore | None:
-        """The long-term store (None: no long-term memory)."""
-        return self._store
-
-    @property
-    def namespace(self) -> Namespace:
-        """Whose long-term memories this runtime reads and writes."""
-        return self._namespace
-
-    @property
-    def recorder_config(self) -> RecorderConfig:
-        """The recorder's settings."""
-        return self._recorder_config
-
-    def _need_store(self) -> MemoryStore:
-        if self._store is None:
-            raise RuntimeError(
-                "this runtime has no long-term memory: create it with "
-                "MemoryRuntime(store='memory.duckdb') or long_term=LongTermMemoryMode.BOTH"
-            )
-        return self._store
 
     def _need_recorder(self) -> Supervisor:
         self._need_store()
         assert self._recorder is not None
         return self._recorder
-
-    def retrieve(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """Search the long-term memory (keyed facts included), best first.
-
-        Runs on the caller's thread; emits ``MemoryRetrieved``.
-
-        Args:
-            query: what to look for.
-            limit: how many hits at most (1 to 1,000).
-
-        Raises:
-            RuntimeError: the runtime has no long-term memory.
-            ValueError: ``query`` is not a string or ``limit`` is out of range.
-        """
-        store = self._need_store()
-        if not isinstance(query, str):
-            raise ValueError(f"query must be a str, got {type(query).__name__}")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= _MAX_RETRIEVE:
-            raise ValueError(f"limit must be an int from 1 to {_MAX_RETRIEVE}, got {limit!r}")
-        self._last_activity = time.monotonic()
-        t0 = time.perf_counter()
-        hits = store.search(query, self._namespace, limit)
-        if self._keyed is not None:
-            keyed = store.search(query, self._keyed.namespace, limit)
-            if keyed:
-                hits = sorted([*hits, *keyed], key=lambda h: -h.score)[:limit]
-        ms = (time.perf_counter() - t0) * 1e3
-        self.bus.publish(
-            MemoryRetrieved(
-                source=RECORDER,
-                query=query,
-                hit_ids=tuple(h.memory.id for h in hits),
-                scores=tuple(h.score for h in hits),
-                latency_ms=ms,
-            )
-        )
-        return hits
-
-    def format_for_injection(self, query: str, max_tokens: int = 800) -> str:
-        """The ``<long_term_memory>`` block for ``query`` within ``max_tokens`` ("" when no hits).
-
-        Retrieves ``RecorderConfig.inject_limit`` memories and keeps the best
-        that fit, each with its date and kind.
-        """
-        hits = self.retrieve(query, self._recorder_config.inject_limit)
-        return format_for_injection(hits, max_tokens)
 
     def record(self, msgs: Msg | Sequence[Msg]) -> None:
         """Submit one turn (its messages, in order) for long-term recording.
@@ -837,53 +571,6 @@ class MemoryRuntime(StateModule):
             raise RecordingError(
                 f"{n} turn(s) could not be committed to the long-term store: {tracker.last_error}"
             )
-
-    def recording_stats(self) -> dict[str, int]:
-        """Turns submitted, committed (or failed), failed and pending."""
-        t = self._tracker
-        return {
-            "submitted": t.submitted,
-            "finished": t.finished,
-            "failed": t.failed,
-            "pending": t.pending,
-        }
-
-    def save_fact(self, key: str, value: str, category: str = "general") -> None:
-        """Store an exact fact under ``key`` (a later save replaces it; history is kept).
-
-        Synchronous: when it returns, the fact is on disk.
-
-        Raises:
-            ValueError: an argument is empty, too long or not a string.
-            RuntimeError: no long-term memory.
-        """
-        self._need_store()
-        assert self._keyed is not None
-        self._last_activity = time.monotonic()
-        res = self._keyed.save(key, value, category)
-        op = {"ADD": "ADD", "UPDATE": "UPDATE"}.get(res.op, "NONE")
-        self.bus.publish(
-            FactReconciled(source=RECORDER, op=op, memory_id=res.id, new=f"{key}: {value}")
-        )
-
-    def get_fact(self, key: str) -> str | None:
-        """The exact value saved under ``key`` in this namespace, or None.
-
-        Raises:
-            ValueError: ``key`` is empty or not a string.
-            RuntimeError: no long-term memory.
-        """
-        self._need_store()
-        assert self._keyed is not None
-        self._last_activity = time.monotonic()
-        return self._keyed.get(key)
-
-    @property
-    def facts(self) -> KeyedFacts:
-        """The keyed facts (``items()``, ``history(key)``, ``delete(key)``)."""
-        self._need_store()
-        assert self._keyed is not None
-        return self._keyed
 
     # -- lifecycle hooks ------------------------------------------------------------------
 
@@ -961,81 +648,6 @@ class MemoryRuntime(StateModule):
         except Exception as exc:  # the timer must survive (a stopped recorder at close)
             log.warning("runtime.idle_check_failed", error=repr(exc))
 
-    # -- human-readable memory (journal) ----------------------------------------------
-
-    def _need_journal(self) -> Journal:
-        if self.journal is None:
-            raise RuntimeError(
-                "this runtime keeps no journal: create it with "
-                "MemoryRuntime(store=..., journal=True) or journal=JournalConfig(...)"
-            )
-        return self.journal
-
-    def update_now(
-        self,
-        objective: str,
-        next_steps: Sequence[str] = (),
-        *,
-        state: str = "in_flight",
-        note: str = "",
-    ) -> NowStatus:
-        """Replace the working status (NOW.md, session state, DuckDB); emits ``NowUpdated``.
-
-        Args:
-            objective: what the agent is working on.
-            next_steps: the immediate next steps, in order.
-            state: ``in_flight``, ``done``, ``error``, ``idle`` (or another word).
-            note: a free note (an error, a hint for whoever resumes).
-
-        Raises:
-            RuntimeError: the runtime keeps no journal.
-            ValueError: an argument has the wrong type.
-        """
-        self._last_activity = time.monotonic()
-        return self._need_journal().update_now(objective, next_steps, state=state, note=note)
-
-    def now(self) -> NowStatus:
-        """The working status (a hand edit of NOW.md is imported first).
-
-        Raises:
-            RuntimeError: the runtime keeps no journal.
-        """
-        return self._need_journal().now()
-
-    def log(self, entry_type: str, content: str, **metadata: Any) -> LogRecord:
-        """Append a typed entry (TOOL_USE, THOUGHT, USER_FEEDBACK, ERROR, SYSTEM) to the
-        activity log: DuckDB first, then LOG.md; past the threshold the log is compacted.
-
-        Raises:
-            RuntimeError: the runtime keeps no journal.
-            ValueError: an unknown type or empty text.
-        """
-        self._last_activity = time.monotonic()
-        return self._need_journal().log(entry_type, content, **metadata)
-
-    def working_memory(self, max_tokens: int | None = None) -> str:
-        """The ``<working_memory>`` block (NOW and the latest LOG entries) for the model,
-        within ``max_tokens`` (default ``JournalConfig.context_max_tokens``); "" without a
-        journal or when there is nothing to say."""
-        if self.journal is None:
-            return ""
-        return self.journal.context(max_tokens)
-
-    def dream(self, lookback_days: int | None = None, *, force: bool = False) -> DreamReport:
-        """Deep dream now: consolidate, rewrite MEMORY.md, add a diary entry to DREAMS.md.
-
-        Idempotent: unchanged input (memories and journal days, by content
-        hash) gives a skipped report and writes nothing unless ``force``.
-
-        Raises:
-            RuntimeError: the runtime keeps no journal.
-        """
-        journal = self._need_journal()
-        self._last_activity = time.monotonic()
-        if self._recorder is not None:
-            self.flush()
-        return journal.dream(lookback_days, force=force)
-
     # -- sessions -------------------------------------------------------------------
 
     def save_session(self, session_id: str) -> Path | str:
@@ -1081,82 +693,6 @@ class MemoryRuntime(StateModule):
             )
         )
         return found
-
-    # -- asyncio twins ------------------------------------------------------------------
-
-    async def aadd(self, msg: Msg | Sequence[Msg]) -> None:
-        """Async :meth:`add` (enqueueing never blocks)."""
-        self.add(msg)
-
-    async def amessages(self) -> list[Msg]:
-        """Async :meth:`messages`."""
-        _, msgs = await asyncio.wrap_future(self._stm.request(GetMessages()))
-        return list(msgs)
-
-    async def asize(self) -> int:
-        """Async :meth:`size`."""
-        return int(await asyncio.wrap_future(self._stm.request(GetSize())))
-
-    async def adelete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
-        """Async :meth:`delete`."""
-        indices, id_list = _delete_args(index, ids)
-        return int(
-            await asyncio.wrap_future(
-                self._stm.request(DeleteMessages(indices=indices, ids=id_list))
-            )
-        )
-
-    async def aclear(self) -> int:
-        """Async :meth:`clear`."""
-        return int(await asyncio.wrap_future(self._stm.request(ClearMessages())))
-
-    async def asave_session(self, session_id: str) -> Path | str:
-        """Async :meth:`save_session` (file or database I/O runs in a worker thread)."""
-        return await asyncio.to_thread(self.save_session, session_id)
-
-    async def aload_session(self, session_id: str) -> bool:
-        """Async :meth:`load_session` (file I/O runs in a worker thread)."""
-        return await asyncio.to_thread(self.load_session, session_id)
-
-    async def aretrieve(self, query: str, limit: int = 5) -> list[SearchHit]:
-        """Async :meth:`retrieve` (the search runs in a worker thread)."""
-        return await asyncio.to_thread(self.retrieve, query, limit)
-
-    async def aformat_for_injection(self, query: str, max_tokens: int = 800) -> str:
-        """Async :meth:`format_for_injection`."""
-        return await asyncio.to_thread(self.format_for_injection, query, max_tokens)
-
-    async def arecord(self, msgs: Msg | Sequence[Msg]) -> None:
-        """Async :meth:`record`: enqueues at once; waits in a worker thread under back-pressure."""
-        limit = self._recorder_config.max_pending
-        if limit is not None and self._tracker.pending >= limit:
-            await asyncio.to_thread(self.record, msgs)
-        else:
-            self.record(msgs)
-
-    async def aflush(self, timeout: float | None = 60) -> None:
-        """Async :meth:`flush`."""
-        await asyncio.to_thread(self.flush, timeout)
-
-    async def acall_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
-        """Async :meth:`call_tool` (the tool runs in a worker thread)."""
-        return await asyncio.to_thread(self.call_tool, name, arguments)
-
-    async def asave_fact(self, key: str, value: str, category: str = "general") -> None:
-        """Async :meth:`save_fact`."""
-        await asyncio.to_thread(self.save_fact, key, value, category)
-
-    async def aget_fact(self, key: str) -> str | None:
-        """Async :meth:`get_fact`."""
-        return await asyncio.to_thread(self.get_fact, key)
-
-    async def aon_session_end(self, timeout: float | None = 120) -> dict[str, Any]:
-        """Async :meth:`on_session_end`."""
-        return await asyncio.to_thread(self.on_session_end, timeout)
-
-    async def aon_idle(self, timeout: float | None = 120) -> dict[str, Any]:
-        """Async :meth:`on_idle`."""
-        return await asyncio.to_thread(self.on_idle, timeout)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -1266,109 +802,3 @@ def _close_open_runtimes() -> None:
             rt.close(timeout=_EXIT_TIMEOUT)
         except Exception as exc:  # exit anyway; say what went wrong
             log.error("runtime.close_at_exit_failed", error=repr(exc))
-
-
-def _delete_args(index: object, ids: object) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """Check ``delete()``'s arguments: integer indices (not bools) and string ids."""
-    raw = (index,) if isinstance(index, int) else index
-    if not isinstance(raw, list | tuple) or not all(
-        isinstance(i, int) and not isinstance(i, bool) for i in raw
-    ):
-        raise TypeError(f"delete() takes an int index or a list of ints, got {index!r}")
-    if isinstance(ids, str) or not isinstance(ids, list | tuple):
-        raise TypeError(f"delete(ids=...) takes a list of message ids, got {ids!r}")
-    if not all(isinstance(i, str) for i in ids):
-        raise TypeError(f"delete(ids=...) takes strings, got {ids!r}")
-    return tuple(raw), tuple(ids)
-
-
-def _unwrap(state: Any) -> ShortTermState | None:
-    if state is None or isinstance(state, ShortTermState):
-        return state
-    raise TypeError(f"unexpected short-term state {type(state).__name__}")
-
-
-def _long_term_args(
-    store: object,
-    long_term: object,
-    namespace: object,
-    recorder: object,
-    embedder: object,
-) -> tuple[LongTermMemoryMode | None, RecorderConfig, Namespace]:
-    """Check the long-term arguments; return the mode (None: off), config and namespace."""
-    if namespace is not None and not isinstance(namespace, Namespace):
-        raise TypeError(f"namespace must be an actormem.store.Namespace, got {type(namespace)}")
-    if namespace is not None:
-        for field, value in namespace.items():
-            if "#" in value:
-                raise ValueError(
-                    f"namespace {field} {value!r}: '#' is reserved (keyed facts live in "
-                    f"'<id>{FACTS_SUFFIX}' namespaces, which no runtime may read as its own)"
-                )
-    if recorder is not None and not isinstance(recorder, RecorderConfig):
-        raise TypeError(f"recorder must be a RecorderConfig, got {type(recorder).__name__}")
-    if embedder is not None and not isinstance(embedder, Embedder):
-        raise TypeError(f"embedder must implement the Embedder protocol, got {type(embedder)}")
-    mode: LongTermMemoryMode | None = None
-    if long_term is not None:
-        if not isinstance(long_term, LongTermMemoryMode | str):
-            raise TypeError(
-                f"long_term must be a LongTermMemoryMode, got {type(long_term).__name__}"
-            )
-        mode = LongTermMemoryMode.parse(long_term)
-    elif store is not None:
-        mode = LongTermMemoryMode.STATIC_CONTROL
-    else:
-        given = [
-            name
-            for name, value in (
-                ("namespace", namespace),
-                ("recorder", recorder),
-                ("embedder", embedder),
-            )
-            if value is not None
-        ]
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} only apply to long-term memory: also pass store= "
-                "(a path or a MemoryStore) or long_term=LongTermMemoryMode..."
-            )
-    return mode, recorder or RecorderConfig(), namespace or DEFAULT_NAMESPACE
-
-
-def _journal_args(journal: object, mode: LongTermMemoryMode | None) -> JournalConfig | None:
-    """The journal's config (None: no journal); it needs long-term memory."""
-    if journal is None or journal is False:
-        return None
-    if journal is True:
-        config = JournalConfig()
-    elif isinstance(journal, JournalConfig):
-        config = journal
-    else:
-        raise TypeError(f"journal must be True or a JournalConfig, got {type(journal).__name__}")
-    if mode is None:
-        raise ValueError(
-            "journal= keeps its record in the long-term store: also pass store= "
-            "(a path, a postgresql:// URL or a store) or long_term=LongTermMemoryMode..."
-        )
-    return config
-
-
-def _open_store(
-    store: object, session_dir: str | os.PathLike[str], embedder: Embedder | None
-) -> tuple[MemoryStore, bool]:
-    """The store to use and whether the runtime opened it (and so must close it)."""
-    if store is None:
-        store = Path(session_dir) / LONG_TERM_FILE
-    if isinstance(store, str | os.PathLike):
-        return open_store(store, embedder=embedder), True
-    if isinstance(store, MemoryStore):
-        if embedder is not None and embedder is not getattr(store, "embedder", None):
-            log.warning(
-                "runtime.embedder_ignored",
-                reason="embedder= applies only to a store the runtime opens from a path or URL",
-            )
-        return store, False
-    raise TypeError(
-        f"store must be a MemoryStore, a path or a postgresql:// URL, got {type(store).__name__}"
-    )

@@ -27,7 +27,7 @@ is not retried until the context has grown by 10% or 10 messages.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -66,6 +66,7 @@ from actormem.models.base import ChatModel
 
 __all__ = [
     "AUTOCONTEXT",
+    "CONTEXT_RELOAD",
     "AutoContextActor",
     "CompressNow",
     "CompressorState",
@@ -73,12 +74,15 @@ __all__ = [
     "OffloadNotFoundError",
     "ReloadOffload",
     "context_reload_tool",
+    "parse_context_reload_args",
 ]
 
 log = structlog.get_logger(__name__)
 
 #: The actor's name: the ``source`` of its events.
 AUTOCONTEXT: Final = "autocontext"
+#: The name of the tool that loads compressed-away messages back.
+CONTEXT_RELOAD: Final = "context_reload"
 _RETRIES: Final = 3
 #: Compression events kept in the saved state (the newest).
 _MAX_LOGGED: Final = 200
@@ -386,12 +390,31 @@ class AutoContextActor(SupervisedActor):
         return out
 
 
+def parse_context_reload_args(arguments: Mapping[str, Any]) -> str:
+    """The offload id of a ``context_reload`` call (its only argument).
+
+    Raises:
+        ValueError: a missing, unknown or mistyped argument (named).
+    """
+    missing = {"offload_id"} - set(arguments)
+    unknown = set(arguments) - {"offload_id"}
+    if missing or unknown:
+        raise ValueError(
+            f"{CONTEXT_RELOAD}: missing {sorted(missing)} / unknown {sorted(unknown)} "
+            "argument(s); it takes exactly 'offload_id'"
+        )
+    oid = arguments["offload_id"]
+    if not isinstance(oid, str) or not oid:
+        raise ValueError(f"{CONTEXT_RELOAD}: 'offload_id' must be a non-empty string")
+    return oid
+
+
 def context_reload_tool() -> dict[str, Any]:
     """The ``context_reload`` tool definition (OpenAI function-calling format)."""
     return {
         "type": "function",
         "function": {
-            "name": "context_reload",
+            "name": CONTEXT_RELOAD,
             "description": (
                 "Load back the original messages that were compressed out of the context window. "
                 "Use it when a summary or an '[offloaded ...]' reference in the conversation hides "

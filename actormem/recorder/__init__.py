@@ -35,6 +35,7 @@ from actormem.recorder._reconcile import (
     decisions_from_json,
     reconcile_by_slot,
 )
+from actormem.recorder._tool_calls import MemoryToolHandlers
 from actormem.recorder._tools import (
     RECORD_TOOL,
     RETRIEVE_TOOL,
@@ -63,6 +64,7 @@ __all__ = [
     "FleetingMemory",
     "KeyedFacts",
     "LongTermMemoryMode",
+    "MemoryToolHandlers",
     "ModelExtractor",
     "ModelReconciler",
     "ReconcileOp",

@@ -1,0 +1,123 @@
+"""The asyncio twins of :class:`~actormem.runtime.MemoryRuntime`'s calls.
+
+Each ``a``-prefixed method awaits the same work as its synchronous twin
+without blocking the event loop: actor requests through
+``asyncio.wrap_future`` of the actor's concurrent future (awaiting a pykka
+future would block the loop), blocking store, file or database work in a
+worker thread.  A mixin kept apart so ``runtime.py`` reads as the wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from actormem._runtime_args import delete_args
+from actormem.events import ClearMessages, DeleteMessages, GetMessages, GetSize
+from actormem.messages import Msg
+
+if TYPE_CHECKING:
+    from actormem.actors._supervisor import Supervisor
+    from actormem.actors.recorder import RecordingTracker
+    from actormem.recorder import RecorderConfig
+    from actormem.store import SearchHit
+
+__all__ = ["AsyncTwins"]
+
+
+class AsyncTwins:
+    """The ``a``-prefixed methods; the runtime supplies the synchronous ones."""
+
+    if TYPE_CHECKING:
+        _stm: Supervisor
+        _tracker: RecordingTracker
+        _recorder_config: RecorderConfig
+
+        def add(self, msg: Msg | Sequence[Msg]) -> None: ...
+        def save_session(self, session_id: str) -> Path | str: ...
+        def load_session(self, session_id: str) -> bool: ...
+        def retrieve(self, query: str, limit: int = 5) -> list[SearchHit]: ...
+        def format_for_injection(self, query: str, max_tokens: int = 800) -> str: ...
+        def record(self, msgs: Msg | Sequence[Msg]) -> None: ...
+        def flush(self, timeout: float | None = 60) -> None: ...
+        def call_tool(self, name: str, arguments: Mapping[str, Any]) -> str: ...
+        def save_fact(self, key: str, value: str, category: str = "general") -> None: ...
+        def get_fact(self, key: str) -> str | None: ...
+        def on_session_end(self, timeout: float | None = 120) -> dict[str, Any]: ...
+        def on_idle(self, timeout: float | None = 120) -> dict[str, Any]: ...
+
+    async def aadd(self, msg: Msg | Sequence[Msg]) -> None:
+        """Async :meth:`add` (enqueueing never blocks)."""
+        self.add(msg)
+
+    async def amessages(self) -> list[Msg]:
+        """Async :meth:`messages`."""
+        _, msgs = await asyncio.wrap_future(self._stm.request(GetMessages()))
+        return list(msgs)
+
+    async def asize(self) -> int:
+        """Async :meth:`size`."""
+        return int(await asyncio.wrap_future(self._stm.request(GetSize())))
+
+    async def adelete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
+        """Async :meth:`delete`."""
+        indices, id_list = delete_args(index, ids)
+        return int(
+            await asyncio.wrap_future(
+                self._stm.request(DeleteMessages(indices=indices, ids=id_list))
+            )
+        )
+
+    async def aclear(self) -> int:
+        """Async :meth:`clear`."""
+        return int(await asyncio.wrap_future(self._stm.request(ClearMessages())))
+
+    async def asave_session(self, session_id: str) -> Path | str:
+        """Async :meth:`save_session` (file or database I/O runs in a worker thread)."""
+        return await asyncio.to_thread(self.save_session, session_id)
+
+    async def aload_session(self, session_id: str) -> bool:
+        """Async :meth:`load_session` (file I/O runs in a worker thread)."""
+        return await asyncio.to_thread(self.load_session, session_id)
+
+    async def aretrieve(self, query: str, limit: int = 5) -> list[SearchHit]:
+        """Async :meth:`retrieve` (the search runs in a worker thread)."""
+        return await asyncio.to_thread(self.retrieve, query, limit)
+
+    async def aformat_for_injection(self, query: str, max_tokens: int = 800) -> str:
+        """Async :meth:`format_for_injection`."""
+        return await asyncio.to_thread(self.format_for_injection, query, max_tokens)
+
+    async def arecord(self, msgs: Msg | Sequence[Msg]) -> None:
+        """Async :meth:`record`: enqueues at once; waits in a worker thread under back-pressure."""
+        limit = self._recorder_config.max_pending
+        if limit is not None and self._tracker.pending >= limit:
+            await asyncio.to_thread(self.record, msgs)
+        else:
+            self.record(msgs)
+
+    async def aflush(self, timeout: float | None = 60) -> None:
+        """Async :meth:`flush`."""
+        await asyncio.to_thread(self.flush, timeout)
+
+    async def acall_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Async :meth:`call_tool` (the tool runs in a worker thread)."""
+        return await asyncio.to_thread(self.call_tool, name, arguments)
+
+    async def asave_fact(self, key: str, value: str, category: str = "general") -> None:
+        """Async :meth:`save_fact`."""
+        await asyncio.to_thread(self.save_fact, key, value, category)
+
+    async def aget_fact(self, key: str) -> str | None:
+        """Async :meth:`get_fact`."""
+        return await asyncio.to_thread(self.get_fact, key)
+
+    async def aon_session_end(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Async :meth:`on_session_end`."""
+        return await asyncio.to_thread(self.on_session_end, timeout)
+
+    async def aon_idle(self, timeout: float | None = 120) -> dict[str, Any]:
+        """Async :meth:`on_idle`."""
+        return await asyncio.to_thread(self.on_idle, timeout)

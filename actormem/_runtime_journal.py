@@ -1,0 +1,102 @@
+"""The human-readable memory calls of :class:`~actormem.runtime.MemoryRuntime`.
+
+NOW.md, the activity log, the ``<working_memory>`` block and the deep dream
+all go through the runtime's :class:`~actormem.journal.Journal`; this mixin
+holds those thin calls so ``runtime.py`` reads as the wiring of the actors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from actormem.journal import DreamReport, Journal, NowStatus
+from actormem.store import LogRecord
+
+__all__ = ["JournalCalls"]
+
+
+class JournalCalls:
+    """``update_now``, ``now``, ``log``, ``working_memory`` and ``dream``."""
+
+    journal: Journal | None
+    _last_activity: float
+
+    if TYPE_CHECKING:
+        _recorder: object | None
+
+        def flush(self, timeout: float | None = 60) -> None: ...
+
+    def _need_journal(self) -> Journal:
+        if self.journal is None:
+            raise RuntimeError(
+                "this runtime keeps no journal: create it with "
+                "MemoryRuntime(store=..., journal=True) or journal=JournalConfig(...)"
+            )
+        return self.journal
+
+    def update_now(
+        self,
+        objective: str,
+        next_steps: Sequence[str] = (),
+        *,
+        state: str = "in_flight",
+        note: str = "",
+    ) -> NowStatus:
+        """Replace the working status (NOW.md, session state, DuckDB); emits ``NowUpdated``.
+
+        Args:
+            objective: what the agent is working on.
+            next_steps: the immediate next steps, in order.
+            state: ``in_flight``, ``done``, ``error``, ``idle`` (or another word).
+            note: a free note (an error, a hint for whoever resumes).
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+            ValueError: an argument has the wrong type.
+        """
+        self._last_activity = time.monotonic()
+        return self._need_journal().update_now(objective, next_steps, state=state, note=note)
+
+    def now(self) -> NowStatus:
+        """The working status (a hand edit of NOW.md is imported first).
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+        """
+        return self._need_journal().now()
+
+    def log(self, entry_type: str, content: str, **metadata: Any) -> LogRecord:
+        """Append a typed entry (TOOL_USE, THOUGHT, USER_FEEDBACK, ERROR, SYSTEM) to the
+        activity log: DuckDB first, then LOG.md; past the threshold the log is compacted.
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+            ValueError: an unknown type or empty text.
+        """
+        self._last_activity = time.monotonic()
+        return self._need_journal().log(entry_type, content, **metadata)
+
+    def working_memory(self, max_tokens: int | None = None) -> str:
+        """The ``<working_memory>`` block (NOW and the latest LOG entries) for the model,
+        within ``max_tokens`` (default ``JournalConfig.context_max_tokens``); "" without a
+        journal or when there is nothing to say."""
+        if self.journal is None:
+            return ""
+        return self.journal.context(max_tokens)
+
+    def dream(self, lookback_days: int | None = None, *, force: bool = False) -> DreamReport:
+        """Deep dream now: consolidate, rewrite MEMORY.md, add a diary entry to DREAMS.md.
+
+        Idempotent: unchanged input (memories and journal days, by content
+        hash) gives a skipped report and writes nothing unless ``force``.
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+        """
+        journal = self._need_journal()
+        self._last_activity = time.monotonic()
+        if self._recorder is not None:
+            self.flush()
+        return journal.dream(lookback_days, force=force)
