@@ -1,4 +1,4 @@
-"""The long-term memory store: DuckDB file of record plus an in-memory hybrid index.
+"""The long-term memory store: DuckDB (one process) or PostgreSQL + pgvector (many).
 
 Public API::
 
@@ -11,6 +11,8 @@ Public API::
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from actormem.store._duckdb import DuckDBStore, content_hash, rich_progress
 from actormem.store._index import tokenize
@@ -50,6 +52,9 @@ from actormem.store._types import (
     WriteResult,
 )
 
+if TYPE_CHECKING:
+    from actormem.store._postgres import PostgresStore
+
 __all__ = [
     "KEYED_KIND",
     "KINDS",
@@ -73,6 +78,7 @@ __all__ = [
     "NamespaceError",
     "NamespaceStats",
     "NewMemory",
+    "PostgresStore",
     "ProgressCallback",
     "ReembedReport",
     "RelevanceWeights",
@@ -94,3 +100,12 @@ __all__ = [
     "rich_progress",
     "tokenize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore is imported on first use: importing actormem needs no psycopg.
+    if name == "PostgresStore":
+        from actormem.store._postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,13 @@
 """Fixtures of the store suite: every backend runs the same tests.
 
-``make_store`` is parametrised over backends; a later PostgreSQL backend adds
-its name to ``BACKENDS`` and a branch in ``_open``.
+``make_store`` is parametrised over backends: DuckDB (a file per store name)
+and PostgreSQL (a database per store name on the suite's server, see
+``tests/_postgres.py``; the same name in one test opens the same database).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, MemoryStore, Namespace
 
-BACKENDS = ["duckdb"]
+BACKENDS = ["duckdb", "postgres"]
 
 
 class FakeClock:
@@ -46,6 +48,17 @@ def make_store(
     """A factory of stores of the parametrised backend (closed after the test)."""
     opened: list[Any] = []
     backend = request.param
+    only = request.node.get_closest_marker("duckdb_only")
+    if only is not None and backend != "duckdb":
+        pytest.skip(f"DuckDB only: {only.args[0] if only.args else 'DuckDB internals'}")
+    databases: dict[str, str] = {}
+
+    def _pg_database(name: str) -> str:
+        # Created and dropped here, not through ``pg_dsn``: a fixture requested
+        # lazily is torn down before this one, i.e. before its stores close.
+        if name not in databases:
+            databases[name] = _extra_database(request.getfixturevalue("pg_server_dsn"))
+        return databases[name]
 
     def _open(name: str = "mem", **kwargs: Any) -> Any:
         kwargs.setdefault("embedder", HashEmbedder(64))
@@ -54,6 +67,10 @@ def make_store(
         kwargs.setdefault("near_duplicate_threshold", None)
         if backend == "duckdb":
             store = DuckDBStore(tmp_path / f"{name}.duckdb", **kwargs)
+        elif backend == "postgres":
+            from actormem.store._postgres import PostgresStore
+
+            store = PostgresStore(_pg_database(name), **kwargs)
         else:  # pragma: no cover - future backends
             raise AssertionError(backend)
         assert isinstance(store, MemoryStore)
@@ -63,6 +80,29 @@ def make_store(
     yield _open
     for store in opened:
         store.close()
+    for dsn in databases.values():
+        _drop_database(request.getfixturevalue("pg_server_dsn"), dsn)
+
+
+def _extra_database(server_dsn: str) -> str:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    name = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    params = conninfo_to_dict(server_dsn)
+    params["dbname"] = name
+    return make_conninfo(**params)
+
+
+def _drop_database(server_dsn: str, dsn: str) -> None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -355,6 +355,7 @@ def test_reads_leave_no_open_transaction_behind(tmp_path: Path) -> None:
             idle.join()
 
 
+@pytest.mark.duckdb_only("reads DuckDB's rowid through the writer cursor")
 def test_an_update_that_keeps_the_lists_updates_the_row_in_place(
     make_store: Any, ns: Namespace
 ) -> None:

@@ -107,6 +107,7 @@ def test_new_memory_fields_are_kept(store: Any, ns: Namespace) -> None:
 def test_bad_input_is_refused_with_a_clear_error(
     store: Any, ns: Namespace, kwargs: dict[str, Any], match: str
 ) -> None:
+    kwargs = dict(kwargs)  # the parameter is shared by every backend's run
     content = kwargs.pop("content")
     with pytest.raises(InvalidMemoryError, match=match):
         store.add(ns, content, **kwargs)

@@ -1,0 +1,569 @@
+"""The PostgreSQL backend's reads: records, history, the journal's tables, analytics, export.
+
+A mixin of :class:`~actormem.store._postgres.PostgresStore` (kept apart from
+its connection handling, write path and search): every method here is one or
+two parameterised SQL statements on a pooled connection, or a small write
+transaction of the journal.  Every statement names the namespace in its
+``WHERE`` clause: isolation is enforced by the SQL, not by the caller.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from actormem.store._records import (
+    NS_COLS,
+    check_limit,
+    check_namespace,
+    json_text,
+    row_to_compaction,
+    row_to_log,
+    row_to_record,
+    sec,
+    us,
+)
+from actormem.store._types import (
+    HistoryRecord,
+    InvalidMemoryError,
+    LogCompaction,
+    LogRecord,
+    MemoryRecord,
+    Namespace,
+    NamespaceStats,
+    NewMemory,
+    check_str_tuple,
+)
+
+__all__ = ["PG_LIVE", "PG_SELECT", "PgQueries", "exact_sql", "scope_sql", "vec"]
+
+#: The columns :func:`~actormem.store._records.row_to_record` reads, in order.
+PG_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, kind, content, content_hash, importance, "
+    "tags, source_ids, created_at, updated_at, last_accessed, access_count, superseded_by, "
+    "deleted_at, metadata::text"
+)
+PG_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+
+
+def vec(value: Any) -> npt.NDArray[np.float32]:
+    """A stored vector (pgvector returns ``Vector`` in binary results, numpy in text) as
+    float32."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def scope_sql(namespace: Namespace, prefix: str = "") -> tuple[str, list[Any]]:
+    """``(where_clause, params)`` selecting rows inside the scope ``namespace``."""
+    check_namespace(namespace)
+    parts = []
+    params: list[Any] = []
+    for name, value in namespace.items():
+        parts.append(f"{prefix}{name} = %s")
+        params.append(value)
+    return " AND ".join(parts), params
+
+
+def exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
+    """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
+    check_namespace(namespace)
+    return " AND ".join(f"{c} = %s" for c in NS_COLS), list(namespace.key())
+
+
+_LOG_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, seq, ts, entry_type, content, "
+    "metadata::text, compaction_id"
+)
+_COMPACTION_SELECT: Final = (
+    "id, user_id, agent_id, run_id, session_id, ts, entries, first_seq, last_seq, "
+    "summary_id, summary, summarizer, bytes_before, bytes_after"
+)
+_DAY: Final = "to_char(to_timestamp(created_at / 1e6) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+
+#: The Arrow schema of an export (the columns of :data:`~actormem.store._files.EXPORT_COLUMNS`).
+_EXPORT_FIELDS: Final = (
+    ("id", pa.string()),
+    ("user_id", pa.string()),
+    ("agent_id", pa.string()),
+    ("run_id", pa.string()),
+    ("session_id", pa.string()),
+    ("kind", pa.string()),
+    ("content", pa.string()),
+    ("content_hash", pa.string()),
+    ("embedding", None),
+    ("importance", pa.float64()),
+    ("tags", pa.list_(pa.string())),
+    ("source_ids", pa.list_(pa.string())),
+    ("created_at", pa.int64()),
+    ("updated_at", pa.int64()),
+    ("last_accessed", pa.int64()),
+    ("access_count", pa.int64()),
+    ("superseded_by", pa.string()),
+    ("deleted_at", pa.int64()),
+    ("metadata", pa.string()),
+)
+
+
+class PgQueries:
+    """Reads, journal tables and analytics of the PostgreSQL store."""
+
+    _clock: Callable[[], float]
+    _dim: int
+
+    if TYPE_CHECKING:  # provided by PostgresStore and StoreBase
+
+        def _read(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+
+        def _txn(
+            self, what: str, fn: Callable[[Any], Any], keys: Sequence[tuple[str, ...]] = ()
+        ) -> Any: ...
+
+        def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
+
+        def flush(self) -> None: ...
+
+    def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self._read(
+            what, lambda conn: conn.execute(sql, params).fetchall()
+        )
+        return rows
+
+    def get(
+        self, namespace: Namespace, memory_id: str, *, include_deleted: bool = False
+    ) -> MemoryRecord | None:
+        """The memory ``memory_id`` if it lies in the scope, else ``None``."""
+        if not isinstance(memory_id, str):
+            raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        where, params = scope_sql(namespace)
+        live = "" if include_deleted else f" AND {PG_LIVE}"
+        rows = self._rows(
+            "get",
+            f"SELECT {PG_SELECT} FROM memories WHERE id = %s AND {where}{live}",
+            [memory_id, *params],
+        )
+        return self._with_pending(row_to_record(rows[0])) if rows else None
+
+    def list(
+        self,
+        namespace: Namespace,
+        *,
+        kinds: Sequence[str] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_deleted: bool = False,
+    ) -> builtins.list[MemoryRecord]:
+        """Memories in the scope, newest first."""
+        check_limit(limit)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise InvalidMemoryError("offset must be an int >= 0")
+        where, params = scope_sql(namespace)
+        if not include_deleted:
+            where += f" AND {PG_LIVE}"
+        if kinds is not None:
+            where += " AND kind = ANY(%s)"
+            params.append(builtins.list(check_str_tuple("kinds", kinds)))
+        rows = self._rows(
+            "list",
+            f"SELECT {PG_SELECT} FROM memories WHERE {where} "
+            "ORDER BY created_at DESC, id LIMIT %s OFFSET %s",
+            [*params, limit, offset],
+        )
+        return [row_to_record(r) for r in rows]
+
+    def count(self, namespace: Namespace, *, include_deleted: bool = False) -> int:
+        """Number of memories in the scope."""
+        where, params = scope_sql(namespace)
+        if not include_deleted:
+            where += f" AND {PG_LIVE}"
+        rows = self._rows("count", f"SELECT count(*) FROM memories WHERE {where}", params)
+        return int(rows[0][0])
+
+    def history(
+        self, namespace: Namespace, memory_id: str | None = None
+    ) -> builtins.list[HistoryRecord]:
+        """The audit trail in the scope (optionally of one memory), oldest first."""
+        where, params = scope_sql(namespace)
+        if memory_id is not None:
+            where += " AND memory_id = %s"
+            params.append(memory_id)
+        rows = self._rows(
+            "history",
+            "SELECT id, memory_id, user_id, agent_id, run_id, session_id, op, old_content, "
+            f"new_content, ts, reason FROM history WHERE {where} ORDER BY ts, seq",
+            params,
+        )
+        return [
+            HistoryRecord(
+                id=r[0],
+                memory_id=r[1],
+                namespace=Namespace.from_key((r[2], r[3], r[4], r[5])),
+                op=r[6],
+                old_content=r[7],
+                new_content=r[8],
+                ts=r[9] / 1_000_000,
+                reason=r[10],
+            )
+            for r in rows
+        ]
+
+    # -- activity log and journal state (actormem.journal) --------------------------------
+
+    def log_append(
+        self,
+        namespace: Namespace,
+        entry_type: str,
+        content: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> LogRecord:
+        """Append one entry to the activity log of the concrete ``namespace``.
+
+        The entry's ``seq`` is taken under the namespace's advisory lock, so
+        two workers appending at once get consecutive numbers.
+        """
+        where, params = exact_sql(namespace)
+        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
+            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
+        NewMemory(content=content).validate()
+        meta = dict(metadata or {})
+        meta_json = json_text(meta)
+        when = self._clock() if ts is None else float(ts)
+        rid = os.urandom(16).hex()
+
+        def write(conn: Any) -> int:
+            row = conn.execute(
+                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
+            ).fetchone()
+            seq = int(row[0]) + 1
+            conn.execute(
+                "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+                "entry_type, content, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s::jsonb)",
+                [rid, *params, seq, us(when), entry_type, content, meta_json],
+            )
+            return seq
+
+        seq = self._txn("log append", write, [namespace.key()])
+        return LogRecord(
+            id=rid,
+            namespace=namespace,
+            seq=seq,
+            ts=us(when) / 1_000_000,
+            entry_type=entry_type,
+            content=content,
+            metadata=meta,
+        )
+
+    def log_entries(
+        self,
+        namespace: Namespace,
+        *,
+        compacted: bool | None = False,
+        after_seq: int = 0,
+        limit: int | None = None,
+    ) -> builtins.list[LogRecord]:
+        """Entries of the activity log of ``namespace``, oldest first (see DuckDBStore)."""
+        where, params = exact_sql(namespace)
+        if compacted is not None:
+            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
+        where += " AND seq > %s"
+        params.append(int(after_seq))
+        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
+        if limit is not None:
+            check_limit(limit)
+            sql = (
+                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
+                f"ORDER BY seq DESC LIMIT {int(limit)}) t ORDER BY seq"
+            )
+        return [row_to_log(r) for r in self._rows("log entries", sql, params)]
+
+    def log_compact(
+        self,
+        namespace: Namespace,
+        entry_ids: Sequence[str],
+        *,
+        summary_id: str,
+        summary: str,
+        summarizer: str = "",
+        bytes_before: int = 0,
+        bytes_after: int = 0,
+    ) -> LogCompaction:
+        """Mark live entries as summarized by ``summary_id`` and record the compaction.
+
+        One transaction: either every entry is marked and the row written, or
+        nothing changes.
+
+        Raises:
+            InvalidMemoryError: ``entry_ids`` is empty, or one of them is not a
+                live entry of ``namespace``.
+        """
+        where, params = exact_sql(namespace)
+        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
+        if not ids:
+            raise InvalidMemoryError("log_compact needs at least one entry id")
+        cid = os.urandom(16).hex()
+        now = self._clock()
+
+        def write(conn: Any) -> LogCompaction:
+            row = conn.execute(
+                f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
+                "AND compaction_id IS NULL AND id = ANY(%s)",
+                [*params, ids],
+            ).fetchone()
+            if row is None or int(row[0]) != len(ids):
+                raise InvalidMemoryError(
+                    f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
+                    f"not live log entries of {namespace}"
+                )
+            conn.execute(
+                f"UPDATE activity_log SET compaction_id = %s WHERE {where} AND id = ANY(%s)",
+                [cid, *params, ids],
+            )
+            rec = LogCompaction(
+                id=cid,
+                namespace=namespace,
+                ts=us(now) / 1_000_000,
+                entries=len(ids),
+                first_seq=int(row[1]),
+                last_seq=int(row[2]),
+                summary_id=summary_id,
+                summary=summary,
+                summarizer=summarizer,
+                bytes_before=int(bytes_before),
+                bytes_after=int(bytes_after),
+            )
+            conn.execute(
+                "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, ts, "
+                "entries, first_seq, last_seq, summary_id, summary, summarizer, bytes_before, "
+                "bytes_after) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    cid,
+                    *params,
+                    us(now),
+                    rec.entries,
+                    rec.first_seq,
+                    rec.last_seq,
+                    summary_id,
+                    summary,
+                    summarizer,
+                    rec.bytes_before,
+                    rec.bytes_after,
+                ],
+            )
+            return rec
+
+        result: LogCompaction = self._txn("log compaction", write, [namespace.key()])
+        return result
+
+    def log_compactions(self, namespace: Namespace) -> builtins.list[LogCompaction]:
+        """The compactions of the activity log of ``namespace``, oldest first."""
+        where, params = exact_sql(namespace)
+        rows = self._rows(
+            "log compactions",
+            f"SELECT {_COMPACTION_SELECT} FROM log_compactions WHERE {where} "
+            "ORDER BY ts, first_seq",
+            params,
+        )
+        return [row_to_compaction(r) for r in rows]
+
+    def journal_state(self, namespace: Namespace) -> dict[str, str]:
+        """The journal's key/value state of the concrete ``namespace``."""
+        where, params = exact_sql(namespace)
+        rows = self._rows(
+            "journal state", f"SELECT key, value FROM journal_state WHERE {where}", params
+        )
+        return {str(k): str(v) for k, v in rows}
+
+    def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
+        """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
+        _, params = exact_sql(namespace)
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        now = us(self._clock())
+
+        def write(conn: Any) -> None:
+            for key, value in values.items():
+                conn.execute(
+                    "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+                    "value, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+                    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    [*params, key, value, now],
+                )
+
+        self._txn("journal state write", write, [namespace.key()])
+
+    # -- analytics ------------------------------------------------------------------------
+
+    def counts_by(
+        self, namespace: Namespace, field: Literal["agent_id", "run_id", "session_id", "kind"]
+    ) -> dict[str, int]:
+        """Live memories per agent, run, session or kind inside the scope."""
+        if field not in ("agent_id", "run_id", "session_id", "kind"):
+            raise InvalidMemoryError(f"cannot count by {field!r}")
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "counts",
+            f"SELECT {field}, count(*) FROM memories WHERE {where} AND {PG_LIVE} "
+            f"GROUP BY {field} ORDER BY count(*) DESC, {field}",
+            params,
+        )
+        return {str(k): int(v) for k, v in rows}
+
+    def timeline(self, namespace: Namespace) -> builtins.list[tuple[str, int]]:
+        """Memories created per day (UTC, ``YYYY-MM-DD``) in the scope, oldest first."""
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "timeline",
+            f"SELECT {_DAY} AS day, count(*) FROM memories WHERE {where} AND {PG_LIVE} "
+            "GROUP BY day ORDER BY day",
+            params,
+        )
+        return [(str(d), int(c)) for d, c in rows]
+
+    def timeline_by_kind(self, namespace: Namespace) -> builtins.list[tuple[str, str, int]]:
+        """Live memories per day (UTC, ``YYYY-MM-DD``) and kind in the scope, oldest first."""
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "timeline",
+            f"SELECT {_DAY} AS day, kind, count(*) FROM memories WHERE {where} AND {PG_LIVE} "
+            "GROUP BY day, kind ORDER BY day, kind",
+            params,
+        )
+        return [(str(d), str(k), int(c)) for d, k, c in rows]
+
+    def namespaces(self, limit: int = 1000) -> builtins.list[Namespace]:
+        """The concrete namespaces that hold memories (live or not), at most ``limit``."""
+        check_limit(limit)
+        rows = self._rows(
+            "namespaces",
+            "SELECT DISTINCT user_id, agent_id, run_id, session_id FROM memories "
+            "ORDER BY 1, 2, 3, 4 LIMIT %s",
+            [limit],
+        )
+        return [Namespace.from_key((r[0], r[1], r[2], r[3])) for r in rows]
+
+    def top_tags(self, namespace: Namespace, limit: int = 10) -> builtins.list[tuple[str, int]]:
+        """The most used tags in the scope."""
+        check_limit(limit)
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "top tags",
+            "SELECT tag, count(*) AS n FROM memories, unnest(tags) AS tag "
+            f"WHERE {where} AND {PG_LIVE} GROUP BY tag ORDER BY n DESC, tag LIMIT %s",
+            [*params, limit],
+        )
+        return [(str(t), int(n)) for t, n in rows]
+
+    def most_accessed(self, namespace: Namespace, limit: int = 10) -> builtins.list[MemoryRecord]:
+        """The most retrieved live memories in the scope."""
+        check_limit(limit)
+        self.flush()
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "most accessed",
+            f"SELECT {PG_SELECT} FROM memories WHERE {where} AND {PG_LIVE} "
+            "ORDER BY access_count DESC, last_accessed DESC, id LIMIT %s",
+            [*params, limit],
+        )
+        return [row_to_record(r) for r in rows]
+
+    def stats(self, namespace: Namespace) -> builtins.list[NamespaceStats]:
+        """Figures per concrete namespace inside the scope."""
+        self.flush()
+        where, params = scope_sql(namespace)
+        rows = self._rows(
+            "stats",
+            "SELECT user_id, agent_id, run_id, session_id, "
+            f"count(*) FILTER (WHERE {PG_LIVE}), "
+            "count(*) FILTER (WHERE deleted_at IS NOT NULL), "
+            "count(*) FILTER (WHERE superseded_by IS NOT NULL AND deleted_at IS NULL), "
+            f"coalesce(avg(importance) FILTER (WHERE {PG_LIVE}), 0), "
+            f"coalesce(sum(access_count) FILTER (WHERE {PG_LIVE}), 0), "
+            f"min(created_at) FILTER (WHERE {PG_LIVE}), "
+            f"max(created_at) FILTER (WHERE {PG_LIVE}) "
+            f"FROM memories WHERE {where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+            params,
+        )
+        kinds_rows = self._rows(
+            "stats",
+            "SELECT user_id, agent_id, run_id, session_id, kind, count(*) FROM memories "
+            f"WHERE {where} AND {PG_LIVE} GROUP BY 1, 2, 3, 4, 5",
+            params,
+        )
+        kinds: dict[tuple[str, str, str, str], dict[str, int]] = {}
+        for u, a, r, s, k, c in kinds_rows:
+            kinds.setdefault((u, a, r, s), {})[k] = int(c)
+        return [
+            NamespaceStats(
+                namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
+                live=int(row[4]),
+                deleted=int(row[5]),
+                superseded=int(row[6]),
+                kinds=kinds.get((row[0], row[1], row[2], row[3]), {}),
+                avg_importance=float(row[7]),
+                total_access=int(row[8]),
+                first_created=sec(row[9]),
+                last_created=sec(row[10]),
+            )
+            for row in rows
+        ]
+
+    def _export_source(
+        self, namespace: Namespace
+    ) -> tuple[int, Iterable[pa.RecordBatch], pa.Schema]:
+        where, params = scope_sql(namespace)
+        total = int(
+            self._rows("export", f"SELECT count(*) FROM memories WHERE {where}", params)[0][0]
+        )
+        dim = self._dim
+        schema = pa.schema(
+            [
+                (name, typ if typ is not None else pa.list_(pa.float32(), dim))
+                for name, typ in _EXPORT_FIELDS
+            ]
+        )
+        sql = (
+            "SELECT id, user_id, agent_id, run_id, session_id, kind, content, content_hash, "
+            "embedding, importance, tags, source_ids, created_at, updated_at, last_accessed, "
+            "access_count, superseded_by, deleted_at, metadata::text "
+            f"FROM memories WHERE {where} AND (created_at, id) > (%s, %s) "
+            "ORDER BY created_at, id LIMIT 5000"
+        )
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            after: tuple[int, str] = (-(2**62), "")
+            while True:
+                rows = self._rows("export", sql, [*params, *after])
+                if not rows:
+                    return
+                cols = builtins.list(zip(*rows, strict=True))
+                emb = [None if v is None else vec(v) for v in cols[8]]
+                arrays = []
+                for i, (_, typ) in enumerate(_EXPORT_FIELDS):
+                    if i == 8:
+                        arrays.append(
+                            pa.array(
+                                [None if v is None else v.tolist() for v in emb],
+                                type=schema.field(8).type,
+                            )
+                        )
+                    else:
+                        values: Sequence[Any] = cols[i]
+                        if i in (10, 11):
+                            values = [builtins.list(v or ()) for v in values]
+                        arrays.append(pa.array(values, type=typ))
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                last = rows[-1]
+                after = (int(last[12]), str(last[0]))
+
+        return total, batches(), schema

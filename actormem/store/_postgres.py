@@ -1,0 +1,854 @@
+"""PostgresStore: long-term memory in PostgreSQL + pgvector, shared by many processes.
+
+Storage
+    One database (schema in :mod:`actormem.store._pg_schema`) is the store
+    of record and the only state: there is no in-process index, so what one
+    process commits is found by every other process's next search.  A
+    ``psycopg_pool.ConnectionPool`` serves the store's threads; every write
+    method is one transaction, committed when it returns.  Rows go in with
+    binary ``COPY`` (inserts, history) and parameterised statements.
+
+Search
+    See :mod:`actormem.store._pg_search`: exact vector search inside the
+    scope (``ORDER BY (embedding <=> $q) + 0``, which keeps the planner on the
+    tenant's btree), BM25 computed in SQL from stored term counts, fusion and
+    the second stage shared with DuckDB (:mod:`actormem.store._ranking`).
+
+Concurrency (several workers writing one namespace at once)
+    Every write that decides against stored rows (dedup of adds, merges,
+    updates, deletes, maintenance, imports, journal appends) takes a
+    *transaction-scoped advisory lock per concrete namespace*
+    (``pg_advisory_xact_lock(hashtextextended(<namespace key>, 0))``) before
+    it reads the rows it decides on: an add locks its namespace; an update or
+    delete locks the namespace of the memory it changes; maintenance over a
+    scope locks every concrete namespace in it (in a fixed order) and only
+    touches rows of those.  Under READ COMMITTED each statement after the
+    lock sees everything the previous holder committed, so two workers adding
+    the same fact produce one ``ADD`` and one ``MERGE``, and a merge never
+    works from a stale copy.  Writers of different namespaces never wait for
+    each other.  Advisory locks were chosen over row locks because the
+    decisions depend on rows that do not exist yet (an exact or near
+    duplicate another worker is inserting).  A deadlock between two
+    multi-namespace writes (PostgreSQL detects it and aborts one), a
+    serialization failure or an id taken meanwhile aborts the transaction;
+    it is planned again from scratch (3 attempts).
+
+Faults
+    A connection lost during a write: the transaction's id is read first,
+    so on a fresh connection ``pg_xact_status`` tells whether it committed
+    (done), was rolled back (planned and run again) or is still running on a
+    backend whose client is gone (that backend is terminated, then retried).
+    Reads are retried once.  Anything else raises :class:`StoreError` naming
+    the database (never the password) and the cause.  Nothing is half
+    written: each write is one transaction.
+
+Access statistics
+    As for DuckDB: counted in a pending buffer and written in one batched
+    ``UPDATE ... access_count = access_count + n`` (increments from several
+    processes add up) on the next write, :meth:`flush`, :meth:`close` and
+    every ``touch_flush_interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.models.base import Embedder
+from actormem.store._base import Plan, StoreBase
+from actormem.store._kinds import MERGE_KINDS
+from actormem.store._limits import STORE_SETTINGS
+from actormem.store._pg_queries import PG_LIVE, PG_SELECT, PgQueries, scope_sql, vec
+from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
+from actormem.store._pg_search import bm25_of, collect
+from actormem.store._pg_write import (
+    copy_history,
+    copy_inserts,
+    key_text,
+    lock_keys,
+    update_changes,
+)
+from actormem.store._planning import Planner, ScopeState, nearest_in
+from actormem.store._protocol import ProgressCallback
+from actormem.store._ranking import Scored, rank_candidates
+from actormem.store._records import Batch, check_namespace, row_to_record, us
+from actormem.store._relevance import RelevanceWeights
+from actormem.store._rerank import QueryRerank
+from actormem.store._types import (
+    EmbedderMismatchError,
+    ForgetReport,
+    InvalidMemoryError,
+    MemoryRecord,
+    Namespace,
+    ReembedReport,
+    SearchConfig,
+    SearchFilters,
+    SearchMode,
+    StoreClosedError,
+    StoreError,
+)
+
+__all__ = ["PostgresStore"]
+
+log = structlog.get_logger(__name__)
+
+F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
+Key = tuple[str, str, str, str]
+
+_INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
+_ATTEMPTS: Final = 3
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def redacted(dsn: str) -> str:
+    """``postgresql://user@host:port/db`` of a DSN, without the password or options."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "postgresql://(unparsable DSN)"
+    user = params.get("user")
+    host = params.get("host") or "localhost"
+    port = params.get("port")
+    db = params.get("dbname") or ""
+    auth = f"{user}@" if user else ""
+    if str(host).startswith("/"):  # a Unix socket folder
+        return f"postgresql://{auth}/{db}?host={host}{f'&port={port}' if port else ''}"
+    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+
+
+class _Retry(Exception):
+    """Internal: the transaction was rolled back and may be planned again."""
+
+
+class _PgView:
+    """The planner's view of the database, inside one write transaction.
+
+    Every method that reads the rows of a concrete namespace first takes
+    that namespace's advisory lock (see the module docstring).
+    """
+
+    def __init__(self, store: PostgresStore, conn: Any, locked: set[Key]) -> None:
+        self._store = store
+        self._conn = conn
+        self._locked = locked
+
+    def lock(self, keys: Sequence[Key]) -> None:
+        new = sorted(set(keys) - self._locked)
+        if new:
+            lock_keys(self._conn, new)
+            self._locked.update(new)
+
+    def _records(self, where: str, params: Sequence[Any]) -> builtins.list[MemoryRecord]:
+        rows = self._conn.execute(f"SELECT {PG_SELECT} FROM memories WHERE {where}", params)
+        return [row_to_record(r) for r in rows.fetchall()]
+
+    def record(self, memory_id: str) -> MemoryRecord | None:
+        row = self._conn.execute(
+            f"SELECT user_id, agent_id, run_id, session_id FROM memories WHERE id = %s AND "
+            f"{PG_LIVE}",
+            (memory_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        self.lock([(row[0], row[1], row[2], row[3])])
+        found = self._records(f"id = %s AND {PG_LIVE}", (memory_id,))
+        return found[0] if found else None
+
+    def find_hash(self, key: Key, content_hash: str) -> str | None:
+        self.lock([key])
+        row = self._conn.execute(
+            "SELECT id FROM memories WHERE user_id = %s AND agent_id = %s AND run_id = %s "
+            f"AND session_id = %s AND content_hash = %s AND {PG_LIVE} "
+            # several rows can share a hash (kinds that never merge): a fact first,
+            # then another kind that merges, the oldest of them
+            "ORDER BY kind = 'fact' DESC, kind IN ('preference', 'procedure') DESC, "
+            "created_at, id LIMIT 1",
+            (*key, content_hash),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def id_taken(self, memory_id: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone()
+        return row is not None
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = self._conn.execute(
+            "SELECT id FROM memories WHERE id = ANY(%s)", (builtins.list(ids),)
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def nearest(
+        self, key: Key, vectors: F32, threshold: float
+    ) -> builtins.list[tuple[float, MemoryRecord] | None]:
+        self.lock([key])
+        # Only kinds that merge can be a twin (the planner refuses any other); on a
+        # tie a fact comes first, then the oldest.
+        kinds = ", ".join(f"'{k}'" for k in sorted(MERGE_KINDS))
+        where = (
+            f"user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s AND {PG_LIVE} "
+            f"AND kind IN ({kinds})"
+        )
+        out: builtins.list[tuple[float, MemoryRecord] | None] = []
+        if len(vectors) <= 16:  # one exact top-1 per vector on the tenant's btree
+            for v in vectors:
+                row = self._conn.execute(
+                    f"SELECT {PG_SELECT}, 1 - (embedding <=> %s) FROM memories WHERE {where} "
+                    "ORDER BY (embedding <=> %s) + 0, kind <> 'fact', created_at, id LIMIT 1",
+                    (v, *key, v),
+                ).fetchone()
+                if row is None or float(row[18]) < threshold:
+                    out.append(None)
+                else:
+                    out.append((float(row[18]), row_to_record(row[:18])))
+            return out
+        rows = self._conn.execute(
+            f"SELECT id, embedding FROM memories WHERE {where} "
+            "ORDER BY kind <> 'fact', created_at, id",
+            key,
+        ).fetchall()
+        if not rows:
+            return [None] * len(vectors)
+        mat = np.stack([vec(r[1]) for r in rows])
+        best, sims = nearest_in(mat, vectors, threshold)
+        hits = zip(best, sims, strict=True)
+        wanted = sorted({rows[int(b)][0] for b, s in hits if s >= threshold})
+        recs = {r.id: r for r in self._records("id = ANY(%s)", (wanted,))} if wanted else {}
+        for b, s in zip(best, sims, strict=True):
+            rec = recs.get(rows[int(b)][0]) if s >= threshold else None
+            out.append(None if rec is None else (float(s), rec))
+        return out
+
+    def scope_state(self, namespace: Namespace) -> ScopeState:
+        where, params = scope_sql(namespace)
+        where += f" AND {PG_LIVE}"
+        keys = self._conn.execute(
+            f"SELECT DISTINCT user_id, agent_id, run_id, session_id FROM memories WHERE {where}",
+            params,
+        ).fetchall()
+        self.lock([(k[0], k[1], k[2], k[3]) for k in keys])
+        rows = self._conn.execute(
+            f"SELECT {PG_SELECT}, embedding FROM memories WHERE {where} ORDER BY created_at, id",
+            params,
+        ).fetchall()
+        locked = self._locked
+        rows = [r for r in rows if (r[1], r[2], r[3], r[4]) in locked]  # new namespaces wait
+        records = [row_to_record(r[:18]) for r in rows]
+        dim = self._store._dim
+        vecs = (
+            np.stack([vec(r[18]) for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
+        )
+        return ScopeState(
+            records=records,
+            importance=np.array([r.importance for r in records], dtype=np.float64),
+            access=np.array([r.access_count for r in records], dtype=np.float64),
+            last=np.array([r.last_accessed for r in records], dtype=np.float64),
+            created=np.array([r.created_at for r in records], dtype=np.float64),
+            vectors=lambda: vecs,
+        )
+
+
+class PostgresStore(PgQueries, StoreBase):
+    """Long-term memory in PostgreSQL with pgvector, for many processes and hosts.
+
+    Example:
+        >>> store = PostgresStore("postgresql://app@db/memories")   # doctest: +SKIP
+        >>> store.add(Namespace(user_id="u1"), "Alice prefers green tea")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        embedder: Embedder | None = None,
+        near_duplicate_threshold: float | None = 0.95,
+        max_memories: int | None = None,
+        search_config: SearchConfig | None = None,
+        relevance_weights: RelevanceWeights | None = None,
+        on_embedder_mismatch: Literal["error", "reembed"] = "error",
+        touch_flush_interval: float | None = 5.0,
+        clock: Callable[[], float] = time.time,
+        progress: ProgressCallback | None = None,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        """Connect to (and if needed set up) the store in the database ``dsn``.
+
+        Args:
+            dsn: A ``postgresql://`` URL or libpq key/value string (libpq's
+                environment variables and ``~/.pgpass`` apply).
+            embedder, near_duplicate_threshold, max_memories, search_config,
+                relevance_weights, on_embedder_mismatch, touch_flush_interval,
+                clock, progress: As for :class:`~actormem.store.DuckDBStore`.
+            pool_size: Connections this store keeps at most.
+            connect_timeout: Seconds to wait for the server.
+
+        Raises:
+            ImportError: The ``postgres`` extra is not installed.
+            StoreError: The server cannot be reached, the login or database is
+                wrong, or the ``vector`` extension is missing or cannot be
+                enabled (the message says which, and names the database).
+            SchemaVersionError: The database was set up by a newer actormem.
+            EmbedderMismatchError: See ``on_embedder_mismatch``.
+        """
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise ImportError(
+                f"PostgresStore needs the postgres extra (psycopg, psycopg-pool, pgvector): "
+                f"{_INSTALL_HINT}"
+            ) from exc
+
+        def check_pg_args() -> None:
+            STORE_SETTINGS["touch_flush_interval"].check(
+                touch_flush_interval, "touch_flush_interval", error=InvalidMemoryError
+            )
+            if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
+                raise InvalidMemoryError(f"pool_size must be an int >= 1, got {pool_size!r}")
+            if not isinstance(dsn, str) or not dsn:
+                raise InvalidMemoryError("dsn must be a non-empty str")
+
+        self._init_common(
+            embedder,
+            near_duplicate_threshold,
+            max_memories,
+            search_config,
+            relevance_weights,
+            clock,
+            check_pg_args,
+        )
+        self._pg = psycopg
+        self.dsn = dsn
+        self.url = redacted(dsn)
+        self._closed = False
+        self._connect_timeout = max(1, round(connect_timeout))
+        self._pool_size = pool_size
+        self._pid = os.getpid()
+        self._pool_lock = threading.Lock()
+        self._register_vector = register_vector
+        self._pool_cls = ConnectionPool
+        self._prepare_database()
+        self._pool: Any = self._new_pool()
+        try:
+            self.last_reembed: ReembedReport | None = None
+            self._check_embedder(on_embedder_mismatch, progress)
+        except BaseException:
+            self._pool.close()
+            raise
+        self._start_flusher(touch_flush_interval, "actormem-store-flush:postgres")
+        log.info("store.opened", backend="postgres", where=self.url, dim=self._dim)
+
+    # -- connections ----------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        try:
+            return self._pg.connect(
+                self.dsn, autocommit=True, connect_timeout=self._connect_timeout
+            )
+        except self._pg.Error as exc:
+            raise StoreError(
+                f"cannot connect to the store database {self.url}: {_first_line(exc)}"
+            ) from None
+
+    def _prepare_database(self) -> None:
+        """Check the server, enable pgvector and create or migrate the schema."""
+        conn = self._connect()
+        try:
+            row = conn.execute(
+                "SELECT installed_version FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+            if row is None:
+                raise StoreError(
+                    f"the PostgreSQL server of {self.url} has no pgvector extension "
+                    "('vector' is not available): install pgvector on the server"
+                )
+            if row[0] is None:
+                try:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except self._pg.Error as exc:
+                    raise StoreError(
+                        f"database {self.url} has no pgvector extension and this login cannot "
+                        f"enable it ({_first_line(exc)}); run CREATE EXTENSION vector as its "
+                        "owner or a superuser"
+                    ) from None
+            self._register_vector(conn)
+            ensure_schema(conn, self._dim, self.url)
+        except self._pg.Error as exc:
+            raise StoreError(f"cannot set up the store in {self.url}: {_first_line(exc)}") from None
+        finally:
+            conn.close()
+
+    def _new_pool(self) -> Any:
+        def configure(conn: Any) -> None:
+            self._register_vector(conn)
+
+        pool = self._pool_cls(
+            self.dsn,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
+            configure=configure,
+            open=False,
+            name=f"actormem-store-{os.getpid()}",
+        )
+        try:
+            pool.open(wait=True, timeout=float(self._connect_timeout) + 5)
+        except Exception as exc:
+            pool.close()
+            raise StoreError(
+                f"cannot open connections to the store database {self.url}: {_first_line(exc)}"
+            ) from None
+        return pool
+
+    def _conn(self) -> Any:
+        """A pooled connection context (a forked child opens a pool of its own)."""
+        self._check_open()
+        if self._pid != os.getpid():
+            with self._pool_lock:
+                if self._pid != os.getpid():
+                    self._pool = self._new_pool()  # the parent's sockets are the parent's
+                    self._pid = os.getpid()
+        return self._pool.connection(timeout=float(self._connect_timeout))
+
+    def _lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._pg.OperationalError | self._pg.InterfaceError) or (
+            type(exc).__name__ == "PoolTimeout"
+        )
+
+    def _read(self, what: str, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(conn)`` (reads, autocommit); a lost connection is retried once."""
+        for attempt in (1, 2):
+            try:
+                with self._conn() as conn:
+                    return fn(conn)
+            except StoreError:
+                raise
+            except Exception as exc:
+                if not isinstance(exc, self._pg.Error) and not self._lost(exc):
+                    raise
+                if self._lost(exc) and attempt == 1:
+                    log.warning("store.pg_retry", op=what, error=_first_line(exc))
+                    continue
+                raise StoreError(f"{what} in {self.url} failed: {_first_line(exc)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _txn(self, what: str, fn: Callable[[Any], T], keys: Sequence[Sequence[str]] = ()) -> T:
+        """Run ``fn(conn)`` in one transaction holding the advisory locks of ``keys``."""
+
+        def body(conn: Any, locked: set[Key]) -> T:
+            _PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
+            return fn(conn)
+
+        return self._transaction(what, body)
+
+    def _transaction(self, what: str, body: Callable[[Any, set[Key]], T]) -> T:
+        """Run ``body(conn, locked_keys)`` in one write transaction, planned again on a
+        deadlock, serialization failure, duplicate id or lost connection (see module doc)."""
+        pg = self._pg
+        last: BaseException | None = None
+        for attempt in range(1, _ATTEMPTS + 1):
+            xid: str | None = None
+            pid: int | None = None
+            done = False
+            out: Any = None
+            try:
+                with self._conn() as conn:
+                    pid = conn.info.backend_pid
+                    with conn.transaction():
+                        xid = str(conn.execute("SELECT pg_current_xact_id()").fetchone()[0])
+                        out = body(conn, set())
+                        done = True
+                        self._before_commit(conn)
+                return out  # type: ignore[no-any-return]
+            except (pg.errors.DeadlockDetected, pg.errors.SerializationFailure) as exc:
+                last = exc
+            except pg.errors.UniqueViolation as exc:  # an id taken meanwhile: plan again
+                last = exc
+            except pg.DataError as exc:
+                raise InvalidMemoryError(
+                    f"{what}: PostgreSQL refused a value ({_first_line(exc)}); nothing was stored"
+                ) from None
+            except Exception as exc:
+                if not self._lost(exc):
+                    if isinstance(exc, pg.Error):
+                        raise StoreError(
+                            f"{what} in {self.url} failed and was rolled back: {_first_line(exc)}"
+                        ) from None
+                    raise
+                last = exc
+                status = self._outcome(xid, pid) if xid is not None else "aborted"
+                if status == "committed" and done:
+                    log.warning("store.pg_commit_confirmed", op=what, error=_first_line(exc))
+                    return out  # type: ignore[no-any-return]
+                if status not in ("aborted", None):
+                    raise StoreError(
+                        f"{what} in {self.url}: the connection was lost and the outcome of "
+                        f"transaction {xid} is {status!r}: {_first_line(exc)}"
+                    ) from None
+            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=_first_line(last))
+        assert last is not None
+        raise StoreError(
+            f"{what} in {self.url} failed after {_ATTEMPTS} attempts and was rolled back: "
+            f"{_first_line(last)}"
+        ) from None
+
+    def _before_commit(self, conn: Any) -> None:
+        """Called inside each write transaction just before it commits (a test hook)."""
+
+    def _outcome(self, xid: str, pid: int | None) -> str | None:
+        """What became of transaction ``xid`` whose connection was lost."""
+        for _ in range(2):
+            try:
+                with self._conn() as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                    status = None if row is None else row[0]
+                    if status != "in progress" or pid is None:
+                        return "aborted" if status is None else str(status)
+                    # Our client is gone but its backend has not noticed yet: end it.
+                    conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+                    return "aborted" if row is None or row[0] is None else str(row[0])
+            except Exception as exc:
+                if not self._lost(exc):
+                    raise
+        return "unknown"
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r}{', closed' if self._closed else ''})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.url} is closed")
+
+    def close(self) -> None:
+        """Flush access counters, stop the flusher and close the connections (idempotent)."""
+        if self._closed:
+            return
+        self._stop_flusher()
+        try:
+            self.flush()
+        except StoreError as exc:
+            log.warning("store.flush_failed_on_close", where=self.url, error=str(exc))
+        self._closed = True
+        if self._pid == os.getpid():
+            self._pool.close()
+        log.info("store.closed", where=self.url)
+
+    def flush(self) -> None:
+        """Write pending access counters to the database now."""
+        self._check_open()
+        pending = self._take_pending()
+        if not pending:
+            return
+        ids = sorted(pending)
+
+        def write(conn: Any, locked: set[Key]) -> None:
+            conn.execute(
+                "UPDATE memories m SET access_count = m.access_count + t.n, "
+                "last_accessed = greatest(m.last_accessed, t.ts) "
+                "FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS t(id, n, ts) "
+                "WHERE m.id = t.id",
+                (ids, [pending[i][0] for i in ids], [us(pending[i][1]) for i in ids]),
+            )
+
+        try:
+            self._transaction("access counters", write)
+        except BaseException:
+            self._restore_pending(pending)
+            raise
+
+    # -- embedder -------------------------------------------------------------------------
+
+    def _column_dim(self, conn: Any) -> int:
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass "
+            "AND attname = 'embedding'"
+        ).fetchone()
+        return int(row[0])
+
+    def _check_embedder(
+        self, on_mismatch: Literal["error", "reembed"], progress: ProgressCallback | None
+    ) -> None:
+        meta = self._read("open", read_meta)
+        name = meta.get("embedder_name")
+        dim = int(meta.get("embedder_dim", "0") or 0)
+        if name is None:
+
+            def claim(conn: Any, locked: set[Key]) -> None:
+                lock_keys(conn, [("", "", "", "actormem.embedder")])
+                current = read_meta(conn)
+                if "embedder_name" in current:  # another worker was first
+                    return
+                column_dim = self._column_dim(conn)
+                if column_dim != self._dim:
+                    n = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+                    if n:
+                        raise EmbedderMismatchError(
+                            f"{self.url} holds {column_dim}-d vectors but embedder "
+                            f"{self._embedder.name!r} makes {self._dim}-d vectors"
+                        )
+                    self._set_column_dim(conn, self._dim)
+                write_meta(
+                    conn, {"embedder_name": self._embedder.name, "embedder_dim": str(self._dim)}
+                )
+
+            self._transaction("open", claim)
+            meta = self._read("open", read_meta)
+            name = meta.get("embedder_name")
+            dim = int(meta.get("embedder_dim", "0") or 0)
+        if name == self._embedder.name and dim == self._dim:
+            return
+        if on_mismatch != "reembed":
+            raise EmbedderMismatchError(
+                f"{self.url} was built with embedder {name!r} ({dim}-d); the store was opened "
+                f"with {self._embedder.name!r} ({self._dim}-d). Open it with the old embedder, "
+                "or pass on_embedder_mismatch='reembed' to rebuild every vector"
+            )
+        self.last_reembed = self._reembed(str(name), dim, progress)
+
+    def _set_column_dim(self, conn: Any, dim: int) -> None:
+        conn.execute(
+            f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL"
+        )
+
+    def reembed(
+        self, *, embedder: Embedder | None = None, progress: ProgressCallback | None = None
+    ) -> ReembedReport:
+        """Rebuild every vector with ``embedder`` (default: the current one), in one
+        transaction."""
+        self._check_open()
+        self.flush()
+        meta = self._read("reembed", read_meta)
+        if embedder is not None:
+            self._embedder = embedder
+            self._dim = int(embedder.dim)
+            from actormem.store._rerank import Reranker
+
+            self._reranker = Reranker(embedder)
+        return self._reembed(
+            meta.get("embedder_name", ""), int(meta.get("embedder_dim", "0") or 0), progress
+        )
+
+    def _reembed(
+        self, old_name: str, old_dim: int, progress: ProgressCallback | None
+    ) -> ReembedReport:
+        started = time.perf_counter()
+        total_box = [0]
+
+        def body(conn: Any, locked: set[Key]) -> None:
+            lock_keys(conn, [("", "", "", "actormem.embedder")])
+            conn.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")  # writers wait
+            rows = conn.execute("SELECT id, content FROM memories ORDER BY id").fetchall()
+            total_box[0] = total = len(rows)
+            if self._column_dim(conn) != self._dim:
+                self._set_column_dim(conn, self._dim)
+            done = 0
+            for start in range(0, total, 4096):
+                chunk = rows[start : start + 4096]
+                vecs = self._embed([c for _, c in chunk])
+                conn.execute(
+                    "UPDATE memories m SET embedding = v.e::vector FROM "
+                    "unnest(%s::text[], %s::text[]) AS v(id, e) WHERE m.id = v.id",
+                    (
+                        [i for i, _ in chunk],
+                        ["[" + ",".join(map(repr, v.tolist())) + "]" for v in vecs],
+                    ),
+                )
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+            write_meta(conn, {"embedder_name": self._embedder.name, "embedder_dim": str(self._dim)})
+
+        self._transaction("reembed", body)
+        log.info(
+            "store.reembedded",
+            where=self.url,
+            old=old_name,
+            new=self._embedder.name,
+            memories=total_box[0],
+        )
+        return ReembedReport(
+            embedder=self._embedder.name,
+            dim=self._dim,
+            previous_embedder=old_name,
+            previous_dim=old_dim,
+            memories=total_box[0],
+            seconds=time.perf_counter() - started,
+        )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _write(self, what: str, plan: Plan[T], *, lock: Namespace | None = None) -> T:
+        """Plan and commit one write in one transaction (see "Concurrency" above)."""
+        self._check_open()
+        self.flush()
+
+        def body(conn: Any, locked: set[Key]) -> T:
+            view = _PgView(self, conn, locked)
+            if lock is not None:
+                view.lock([lock.key()])
+            now = self._clock()
+            batch = Batch()
+            out = plan(Planner(view, self._weights, self._near), now, batch)
+            self._commit(conn, batch, now)
+            return out
+
+        return self._transaction(what, body)
+
+    def _commit(self, conn: Any, batch: Batch, now: float) -> None:
+        if batch.inserts:
+            copy_inserts(conn, batch.inserts)
+        if batch.changes:
+            update_changes(conn, builtins.list(batch.changes.values()))
+        if batch.history:
+            copy_history(conn, batch.history, now)
+
+    def forget(self, namespace: Namespace) -> ForgetReport:
+        """Remove every memory in the scope, its history and its journal rows, for good."""
+        self._check_open()
+        scope = check_namespace(namespace)
+        where, params = scope_sql(scope)
+
+        def body(conn: Any, locked: set[Key]) -> tuple[builtins.list[str], int]:
+            keys = conn.execute(
+                f"SELECT DISTINCT user_id, agent_id, run_id, session_id FROM memories "
+                f"WHERE {where}",
+                params,
+            ).fetchall()
+            _PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
+            ids = [
+                str(r[0])
+                for r in conn.execute(
+                    f"DELETE FROM memories WHERE {where} RETURNING id", params
+                ).fetchall()
+            ]
+            cur = conn.execute(f"DELETE FROM history WHERE {where}", params)
+            n_hist = cur.rowcount
+            for table in ("activity_log", "log_compactions", "journal_state"):
+                conn.execute(f"DELETE FROM {table} WHERE {where}", params)
+            return ids, int(n_hist)
+
+        self.flush()
+        ids, n_hist = self._transaction("forget", body)
+        self._reranker.clear()
+        self._drop_pending(ids)
+        report = ForgetReport(namespace=namespace, memories=len(ids), history=n_hist)
+        log.info("store.forgot", namespace=str(namespace), memories=report.memories, history=n_hist)
+        return report
+
+    # -- search ---------------------------------------------------------------------------
+
+    def _scored(
+        self,
+        scope: Namespace,
+        terms: builtins.list[str],
+        qvec: F32 | None,
+        limit: int,
+        filters: SearchFilters | None,
+        cfg: SearchConfig,
+        mode: SearchMode,
+        now: float,
+        rerank: QueryRerank | None,
+        touch: bool,
+    ) -> builtins.list[tuple[Scored, MemoryRecord]]:
+        use_vec = mode in ("hybrid", "vector") and qvec is not None
+        use_kw = mode in ("hybrid", "keyword")
+        pool = max(cfg.candidates, limit)
+        k1, b = cfg.bm25_k1, cfg.bm25_b
+        cands = self._read(
+            "search",
+            lambda conn: collect(conn, scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b),
+        )
+        if not cands.rows:
+            return []
+        records = [self._with_pending(row_to_record(r[:18])) for r in cands.rows]
+        if touch:
+            records = [
+                msgspec.structs.replace(
+                    r, access_count=r.access_count + 1, last_accessed=max(r.last_accessed, now)
+                )
+                for r in records
+            ]
+        ids = [r.id for r in records]
+        n = len(ids)
+        cosine = np.array([float(r[21]) if use_vec else 0.0 for r in cands.rows], dtype=np.float64)
+        bm25 = np.array(
+            [
+                bm25_of(r[18], r[19], int(r[20]), cands.weights, k1, b, cands.avgdl)
+                if use_kw
+                else 0.0
+                for r in cands.rows
+            ],
+            dtype=np.float64,
+        )
+        df = dict(cands.df)
+
+        def doc_freq(term: str) -> int:
+            if term not in df:
+                df[term] = self._doc_freq(scope, term)
+            return df[term]
+
+        scored = rank_candidates(
+            rows=np.arange(n, dtype=np.int64),
+            cosine=cosine,
+            bm25=bm25,
+            vec_rank=np.array([cands.vec_rank.get(i, 0) for i in ids], dtype=np.float64),
+            kw_rank=np.array([cands.kw_rank.get(i, 0) for i in ids], dtype=np.float64),
+            importance=np.array([r.importance for r in records], dtype=np.float64),
+            access=np.array([r.access_count for r in records], dtype=np.float64),
+            last=np.array([r.last_accessed for r in records], dtype=np.float64),
+            created=np.array([r.created_at for r in records], dtype=np.float64),
+            limit=limit,
+            config=cfg,
+            use_vec=use_vec,
+            use_kw=use_kw,
+            now=now,
+            weights=self._weights,
+            rerank=rerank,
+            records=lambda top: [records[int(i)] for i in top],
+            doc_freq=doc_freq,
+            n_docs=cands.n_docs or self.count(scope),
+        )
+        return [(s, records[s.row]) for s in scored]
+
+    def _doc_freq(self, scope: Namespace, term: str) -> int:
+        where, params = scope_sql(scope)
+        rows = self._rows(
+            "search",
+            f"SELECT count(*) FROM memories WHERE {where} AND {PG_LIVE} "
+            "AND terms @> ARRAY[%s]::text[]",
+            [*params, term],
+        )
+        return int(rows[0][0])
+
+    # -- misc -----------------------------------------------------------------------------
+
+    @staticmethod
+    def lock_name(namespace: Namespace) -> str:
+        """The text whose ``hashtextextended`` is the advisory lock of a concrete namespace."""
+        return key_text(namespace.key())

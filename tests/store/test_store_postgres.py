@@ -1,0 +1,330 @@
+"""PostgreSQL-only behaviour of the store: several stores on one database, faults.
+
+The shared suite (``test_store_suite.py``) runs every store test on both
+backends; these tests cover what only a server database has: two
+``PostgresStore`` objects (two workers) on one database, concurrent writers,
+connection failures and a database that lacks pgvector.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from actormem.models.embedders import HashEmbedder
+from actormem.store import Namespace, SchemaVersionError, StoreError
+from actormem.store._postgres import PostgresStore
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def _open(dsn: str, **kwargs: Any) -> PostgresStore:
+    kwargs.setdefault("embedder", HashEmbedder(64))
+    kwargs.setdefault("touch_flush_interval", None)
+    kwargs.setdefault("near_duplicate_threshold", None)
+    return PostgresStore(dsn, **kwargs)
+
+
+@pytest.fixture
+def two(pg_dsn: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    a, b = _open(pg_dsn), _open(pg_dsn)
+    yield a, b
+    a.close()
+    b.close()
+
+
+NS = Namespace(user_id="alice", agent_id="assistant")
+
+
+def test_a_write_by_one_store_is_found_by_the_other_stores_next_search(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    for i in range(20):
+        writer, reader = (a, b) if i % 2 else (b, a)
+        res = writer.add(NS, f"note {i} mentions code zq{i}x")
+        hits = reader.search(f"zq{i}x", NS, limit=3)
+        assert hits and hits[0].memory.id == res.id, i
+        assert reader.get(NS, res.id) is not None
+    b.delete(NS, hits[0].memory.id)
+    assert a.get(NS, hits[0].memory.id) is None
+    assert all(h.memory.id != hits[0].memory.id for h in a.search("zq19x", NS))
+
+
+def test_two_stores_adding_the_same_facts_at_once_store_each_once(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    texts = [f"the meeting {i} is in room {i}" for i in range(30)]
+    start = threading.Barrier(2)
+    results: dict[int, list[Any]] = {}
+    errors: list[BaseException] = []
+
+    def worker(k: int, store: PostgresStore) -> None:
+        try:
+            start.wait(timeout=30)
+            order = texts if k == 0 else texts[::-1]
+            results[k] = [store.add(NS, t) for t in order]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k, s)) for k, s in enumerate(two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    a, _ = two
+    assert a.count(NS) == len(texts)
+    ops = [r.op for rs in results.values() for r in rs]
+    assert ops.count("ADD") == len(texts) and ops.count("MERGE") == len(texts)
+    # every MERGE names the row the other worker added
+    ids = {r.id for rs in results.values() for r in rs}
+    assert ids == {m.id for m in a.list(NS, limit=1000)}
+    assert len(a.history(NS)) == 2 * len(texts)  # one ADD and one MERGE row per text
+
+
+class _Hooked(PostgresStore):
+    """Runs ``hook(conn)`` inside each write transaction just before it commits."""
+
+    hook: Any = None
+
+    def _before_commit(self, conn: Any) -> None:
+        if self.hook is not None:
+            self.hook(conn)
+
+
+def _blocked_on_advisory_lock(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_a_duplicate_added_while_the_first_is_uncommitted_is_merged(pg_dsn: str) -> None:
+    # A is held inside its transaction (row inserted, not committed) until B
+    # either reaches its own commit (no locking: both rows would be stored) or
+    # waits on A's namespace lock.  Then A commits and B must merge.
+    a = _Hooked(pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None)
+    b = _Hooked(pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None)
+    a_in, b_in = threading.Event(), threading.Event()
+
+    def hold_a(conn: Any) -> None:
+        a_in.set()
+        for _ in range(3000):
+            if b_in.wait(0.01) or _blocked_on_advisory_lock(pg_dsn):
+                return
+        raise AssertionError("B neither committed nor waited")
+
+    a.hook, b.hook = hold_a, lambda conn: b_in.set()
+    text = "the launch review is on friday in room nine"
+    out: dict[str, Any] = {}
+
+    def run_b() -> None:
+        assert a_in.wait(30)
+        out["b"] = b.add(NS, text)
+
+    try:
+        thread = threading.Thread(target=run_b)
+        thread.start()
+        out["a"] = a.add(NS, text)
+        a.hook = None
+        thread.join(60)
+        assert out["a"].op == "ADD"
+        assert out["b"].op == "MERGE" and out["b"].id == out["a"].id
+        assert b.count(NS) == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_near_duplicate_added_while_the_first_is_uncommitted_is_merged(pg_dsn: str) -> None:
+    a = _Hooked(
+        pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None, near_duplicate_threshold=0.5
+    )
+    b = _Hooked(
+        pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None, near_duplicate_threshold=0.5
+    )
+    a_in, b_in = threading.Event(), threading.Event()
+
+    def hold_a(conn: Any) -> None:
+        a_in.set()
+        for _ in range(3000):
+            if b_in.wait(0.01) or _blocked_on_advisory_lock(pg_dsn):
+                return
+        raise AssertionError("B neither committed nor waited")
+
+    a.hook, b.hook = hold_a, lambda conn: b_in.set()
+    out: dict[str, Any] = {}
+
+    def run_b() -> None:
+        assert a_in.wait(30)
+        out["b"] = b.add(NS, "the launch review is on friday in room nine today")
+
+    try:
+        thread = threading.Thread(target=run_b)
+        thread.start()
+        out["a"] = a.add(NS, "the launch review is on friday in room nine")
+        a.hook = None
+        thread.join(60)
+        assert out["a"].op == "ADD" and out["b"].op == "MERGE"
+        assert b.count(NS) == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def test_concurrent_updates_and_access_counts_add_up(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    mid = a.add(NS, "shared counter memory").id
+    start = threading.Barrier(2)
+
+    def worker(store: PostgresStore, tag: str) -> None:
+        start.wait(timeout=30)
+        for i in range(10):
+            store.search("shared counter", NS)
+            store.update(NS, mid, importance=0.1 * (i % 10), reason=tag)
+        store.flush()
+
+    threads = [threading.Thread(target=worker, args=(s, f"w{k}")) for k, s in enumerate(two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    rec = b.get(NS, mid)
+    assert rec is not None and rec.access_count == 20
+    updates = [h for h in a.history(NS, mid) if h.op == "UPDATE"]
+    assert {h.reason for h in updates} == {"w0", "w1"}
+
+
+def test_maintenance_and_writers_of_one_namespace_never_lose_a_write(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    a, b = two
+    for i in range(10):
+        a.add(NS, f"old note {i} about topic {i}")
+    start = threading.Barrier(2)
+    added: list[str] = []
+
+    def writer() -> None:
+        start.wait(timeout=30)
+        added.extend(b.add(NS, f"new note {i} about subject {i}").id for i in range(20))
+
+    def maintainer() -> None:
+        start.wait(timeout=30)
+        for _ in range(5):
+            a.consolidate(Namespace(user_id="alice"), threshold=0.99)
+            a.enforce_cap(Namespace(user_id="alice"), 1000)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=maintainer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(added) == 20
+    assert all(a.get(NS, mid) is not None for mid in added)
+    assert a.count(NS) == 30
+
+
+def test_an_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(StoreError, match=r"cannot connect to the store database .*127\.0\.0\.1"):
+        _open("postgresql://nobody@127.0.0.1:9/none", connect_timeout=2)
+
+
+def test_a_missing_database_is_a_clear_error(pg_server_dsn: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(pg_server_dsn)
+    params["dbname"] = "no_such_db_" + uuid.uuid4().hex[:8]
+    with pytest.raises(StoreError, match=r"cannot connect .*does not exist"):
+        _open(make_conninfo(**params))
+
+
+def test_a_database_without_pgvector_that_the_login_cannot_enable(
+    pg_dsn: str,
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    role = "r_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"')
+    try:
+        params = conninfo_to_dict(pg_dsn)
+        params["user"] = role
+        with pytest.raises(StoreError, match=r"no pgvector extension.*CREATE EXTENSION vector"):
+            _open(make_conninfo(**params))
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f'REVOKE ALL ON SCHEMA public FROM "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_newer_schema_is_refused_and_left_alone(pg_dsn: str) -> None:
+    _open(pg_dsn).close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_version (version) VALUES (99)")
+    with pytest.raises(SchemaVersionError, match="99"):
+        _open(pg_dsn)
+
+
+class _Killer(PostgresStore):
+    """Terminates its own backend just before commit, ``kills`` times."""
+
+    kills = 1
+    server_dsn = ""
+
+    def _before_commit(self, conn: Any) -> None:
+        if self.kills > 0:
+            self.kills -= 1
+            pid = conn.info.backend_pid
+            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+
+
+def test_a_connection_killed_mid_transaction_is_retried_and_written_once(
+    pg_dsn: str,
+) -> None:
+    store = _Killer(pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None)
+    store.server_dsn = pg_dsn
+    try:
+        store.kills = 1
+        res = store.add(NS, "written once despite a dropped connection")
+        assert res.op == "ADD"
+        assert store.count(NS) == 1
+        assert [h.op for h in store.history(NS)] == ["ADD"]
+        assert store.search("dropped connection", NS)[0].memory.id == res.id
+    finally:
+        store.close()
+
+
+def test_a_connection_killed_on_every_attempt_is_a_clear_error_with_nothing_written(
+    pg_dsn: str,
+) -> None:
+    store = _Killer(pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None)
+    store.server_dsn = pg_dsn
+    try:
+        store.kills = 10
+        with pytest.raises(StoreError, match="failed after 3 attempts"):
+            store.add(NS, "never written")
+        store.kills = 0
+        assert store.count(NS) == 0
+        assert store.history(NS) == []
+    finally:
+        store.close()
+
+
+def test_namespaces_are_isolated_between_stores(two: tuple[PostgresStore, PostgresStore]) -> None:
+    a, b = two
+    a.add(Namespace(user_id="u1"), "secret of user one")
+    b.add(Namespace(user_id="u2"), "secret of user two")
+    for store in two:
+        for mode in ("hybrid", "keyword", "vector"):
+            hits = store.search("secret of user", Namespace(user_id="u2"), mode=mode)
+            assert [h.memory.content for h in hits] == ["secret of user two"]
