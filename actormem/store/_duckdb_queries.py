@@ -495,7 +495,8 @@ class DuckDBQueries:
         rows = (
             self._reader()
             .execute(
-                f"SELECT tag, count(*) AS n FROM (SELECT unnest(tags) AS tag FROM memories "
+                "SELECT tag, count(*) AS n FROM (SELECT unnest(json_extract_string(tags, '$[*]')) "
+                f"AS tag FROM memories "
                 f"WHERE {where} AND {_LIVE}) GROUP BY tag ORDER BY n DESC, tag LIMIT ?",
                 [*params, limit],
             )
@@ -575,7 +576,9 @@ class DuckDBQueries:
         total = int(total_row[0]) if total_row else 0
         reader = cur.execute(
             "SELECT id, user_id, agent_id, run_id, session_id, kind, content, content_hash, "
-            "embedding, importance, tags, source_ids, epoch_us(created_at) AS created_at, "
+            "embedding, importance, json_extract_string(tags, '$[*]') AS tags, "
+            "json_extract_string(source_ids, '$[*]') AS source_ids, "
+            "epoch_us(created_at) AS created_at, "
             "epoch_us(updated_at) AS updated_at, epoch_us(last_accessed) AS last_accessed, "
             "access_count, superseded_by, epoch_us(deleted_at) AS deleted_at, "
             "CAST(metadata AS VARCHAR) AS metadata "

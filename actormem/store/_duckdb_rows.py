@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from actormem.store._records import Change, json_text, us
+from actormem.store._records import Change, json_text, strs_json, us
 from actormem.store._types import MemoryRecord, Namespace
 
 __all__ = [
@@ -41,11 +41,10 @@ def ts_array(values: Sequence[float | None]) -> pa.Array:
 
 
 def str_lists(values: Sequence[Sequence[str]]) -> pa.Array:
-    """A ``list<string>`` Arrow array (all-empty batches built without a Python loop)."""
+    """Lists of strings as JSON array text (schema 4), ``'[]'`` built without a loop."""
     if not any(values):
-        offsets = pa.array(np.zeros(len(values) + 1, dtype=np.int32))
-        return pa.ListArray.from_arrays(offsets, pa.array([], type=pa.string()))
-    return pa.array([list(v) for v in values], type=pa.list_(pa.string()))
+        return pa.array(["[]"] * len(values), type=pa.string())
+    return pa.array([strs_json(v) for v in values], type=pa.string())
 
 
 @dataclass
@@ -127,8 +126,8 @@ def update_rows(cur: Any, dim: int, changes: Sequence[Change]) -> None:
             "content": pa.array([r.content for r in recs], type=pa.string()),
             "content_hash": pa.array([r.content_hash for r in recs], type=pa.string()),
             "importance": pa.array([r.importance for r in recs], type=pa.float64()),
-            "tags": pa.array([list(r.tags) for r in recs], type=pa.list_(pa.string())),
-            "source_ids": pa.array([list(r.source_ids) for r in recs], type=pa.list_(pa.string())),
+            "tags": str_lists([r.tags for r in recs]),
+            "source_ids": str_lists([r.source_ids for r in recs]),
             "updated_at": ts_array([r.updated_at for r in recs]),
             "access_delta": pa.array([c.access_delta for c in changes], type=pa.int64()),
             "superseded_by": pa.array([r.superseded_by for r in recs], type=pa.string()),
@@ -141,19 +140,10 @@ def update_rows(cur: Any, dim: int, changes: Sequence[Change]) -> None:
         cur.execute(
             "UPDATE memories SET kind = u.kind, content = u.content, "
             "content_hash = u.content_hash, importance = u.importance, "
-            "updated_at = u.updated_at, "
+            "tags = u.tags, source_ids = u.source_ids, updated_at = u.updated_at, "
             "access_count = memories.access_count + u.access_delta, "
             "superseded_by = u.superseded_by, deleted_at = u.deleted_at, "
             "metadata = CAST(u.metadata AS JSON) FROM _upd u WHERE memories.id = u.id"
-        )
-        # DuckDB updates a LIST column by deleting and re-inserting the whole
-        # row (~2.8 KB of memory kept per updated row, not given back by a
-        # checkpoint); the other columns are updated in place.  So only the
-        # rows whose lists changed are rewritten.
-        cur.execute(
-            "UPDATE memories SET tags = u.tags, source_ids = u.source_ids FROM _upd u "
-            "WHERE memories.id = u.id AND (memories.tags IS DISTINCT FROM u.tags "
-            "OR memories.source_ids IS DISTINCT FROM u.source_ids)"
         )
     finally:
         cur.unregister("_upd")

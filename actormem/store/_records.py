@@ -45,6 +45,7 @@ __all__ = [
     "row_to_log",
     "row_to_record",
     "sec",
+    "strs_json",
     "union",
     "us",
 ]
@@ -85,12 +86,32 @@ def union(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*a, *b]))
 
 
+_STRS_DECODER: Final = msgspec.json.Decoder(list[str])
+
+
+def _decode_strs(text: str) -> list[str]:
+    return [] if text == "[]" else _STRS_DECODER.decode(text)
+
+
+def strs_json(values: Sequence[str]) -> str:
+    """A list of strings as compact JSON array text."""
+    return msgspec.json.encode(list(values)).decode() if values else "[]"
+
+
 def row_to_record(row: Sequence[Any]) -> MemoryRecord:
     """Decode a memory row selected as ``id, user_id, agent_id, run_id, session_id,
     kind, content, content_hash, importance, tags, source_ids, created_us,
     updated_us, last_accessed_us, access_count, superseded_by, deleted_us,
-    metadata-as-text``."""
+    metadata-as-text``.
+
+    ``tags`` and ``source_ids`` may be sequences or JSON array text (DuckDB's
+    schema 4 keeps them as text)."""
     meta = row[17]
+    tags, sources = row[9], row[10]
+    if isinstance(tags, str):
+        tags = _decode_strs(tags)
+    if isinstance(sources, str):
+        sources = _decode_strs(sources)
     return MemoryRecord(
         id=row[0],
         namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
@@ -98,8 +119,8 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
         content=row[6],
         content_hash=row[7],
         importance=float(row[8]),
-        tags=tuple(row[9] or ()),
-        source_ids=tuple(row[10] or ()),
+        tags=tuple(tags or ()),
+        source_ids=tuple(sources or ()),
         created_at=row[11] / 1_000_000,
         updated_at=row[12] / 1_000_000,
         last_accessed=row[13] / 1_000_000,
