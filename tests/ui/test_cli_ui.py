@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import httpx
+import pytest
 
 from actormem.store import DuckDBStore
 from tests.ui._seed import seed_store
@@ -73,6 +75,7 @@ def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         assert proc.stdout is not None
@@ -86,7 +89,15 @@ def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
         assert timeline.status_code == 200 and "timeline-chart" in timeline.text
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        try:
+            code = proc.wait(120)
+        except subprocess.TimeoutExpired:
+            # Hung on the way out: faulthandler (PYTHONFAULTHANDLER) prints
+            # every thread's stack on SIGABRT, so the failure says where.
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"actormem ui did not stop within 120 s of Ctrl-C:\n{err[-6000:]}")
+        assert code == 0, proc.stderr.read() if proc.stderr else ""
     with DuckDBStore(db) as s:  # the lock was released
         assert s.count(seed_namespace()) > 0
 
