@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from actormem._door import check_json_object
 from actormem.actors.autocontext import (
     CONTEXT_RELOAD,
     context_reload_tool,
@@ -97,10 +98,8 @@ class ToolCalls:
                 mode = self._mode.name if self._mode is not None else "no long-term memory"
                 hint = f" (memory tools need AGENT_CONTROL or BOTH mode; this runtime has {mode})"
             raise UnknownToolError(f"unknown tool {name!r}{hint}; this runtime offers: {offered}")
-        if not isinstance(arguments, Mapping):
-            raise ValueError(
-                f"{name}: arguments must be a JSON object, got {type(arguments).__name__}"
-            )
+        # The door: the same JSON check as a stored message's (depth, types, keys).
+        arguments = check_json_object(arguments, f"{name}.arguments")
         self._last_activity = time.monotonic()
         return handler(arguments)
 

@@ -262,46 +262,20 @@ def decode_msgs(data: bytes | str) -> list[Msg]:
 def validate_msg(msg: object, *, max_bytes: int = DEFAULT_MAX_MSG_BYTES) -> Msg:
     """Check that ``msg`` is a well-formed :class:`Msg` and return it.
 
-    msgspec constructors do not check types, so a ``Msg(role="robot", ...)``
-    or content given as a plain string would otherwise travel into the
-    actors; and a lone surrogate or a non-JSON object in metadata would make
-    every later session save fail.  The check encodes the message once
-    (about a microsecond for a short message).
+    msgspec constructors do not check types, so a ``Msg(role="robot", ...)``,
+    a NaN ``created_at`` or a tool call whose input is a list would
+    otherwise travel into the actors, be saved, and make the session
+    unloadable.  This is the runtime's door check
+    (:func:`actormem._door.check_msg`): it accepts exactly what the session
+    reader reads back equal (values JSON means the same are normalised: a
+    tuple in metadata becomes a list).
 
     Raises:
-        MessageError: naming the first problem found.
+        MessageError: naming the first field found wrong.
     """
-    if not isinstance(msg, Msg):
-        raise MessageError(f"expected an actormem Msg, got {type(msg).__name__}")
-    if msg.role not in _ROLES:
-        raise MessageError(
-            f"message {msg.id!r}: unknown role {msg.role!r} (expected one of {sorted(_ROLES)})"
-        )
-    if not isinstance(msg.content, tuple):
-        raise MessageError(
-            f"message {msg.id!r}: content must be a tuple of blocks, "
-            f"got {type(msg.content).__name__}"
-        )
-    if not isinstance(msg.id, str) or not msg.id:
-        raise MessageError("message id must be a non-empty string")
-    for block in msg.content:
-        if not isinstance(block, _BLOCK_TYPES):
-            raise MessageError(f"message {msg.id!r}: unknown content block {type(block).__name__}")
-        if isinstance(block, TextBlock) and not isinstance(block.text, str):
-            raise MessageError(f"message {msg.id!r}: text must be str")
-        if isinstance(block, ToolResultBlock) and not isinstance(block.output, str):
-            raise MessageError(f"message {msg.id!r}: tool output must be str")
-    if not isinstance(msg.metadata, dict):
-        raise MessageError(f"message {msg.id!r}: metadata must be a dict")
-    # Encoding once proves the message can be saved (no lone surrogates, no
-    # objects JSON cannot hold in metadata or tool input) and gives its size.
-    try:
-        nbytes = len(_ENCODER.encode(msg))
-    except (UnicodeEncodeError, TypeError, msgspec.EncodeError) as exc:
-        raise MessageError(f"message {msg.id!r} cannot be stored as JSON: {exc}") from None
-    if nbytes > max_bytes:
-        raise MessageError(f"message {msg.id!r} is {nbytes} bytes, over the limit of {max_bytes}")
-    return msg
+    from actormem._door import check_msg  # the door imports this module
+
+    return check_msg(msg, "message", max_bytes=max_bytes)
 
 
 # -- OpenAI chat-completions format -------------------------------------------

@@ -45,7 +45,7 @@ import contextlib
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.scheduler import EventLoopScheduler
 
+from actormem._door import RUNTIME_SETTINGS, check_msg, check_msgs, check_settings
 from actormem._runtime_args import (
     DEFAULT_NAMESPACE,
     LONG_TERM_FILE,
@@ -108,7 +109,7 @@ from actormem.events import (
     SessionSaved,
 )
 from actormem.journal import DreamReport, Journal, JournalConfig
-from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg, validate_msg
+from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg
 from actormem.models.base import ChatModel, Embedder
 from actormem.models.gate import TurnGate
 from actormem.recorder import (
@@ -209,6 +210,11 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
     ) -> None:
         super().__init__()
         self._ui: UIServer | None = None
+        check_settings(
+            {"max_msg_bytes": max_msg_bytes, "max_restarts": max_restarts},
+            RUNTIME_SETTINGS,
+            "MemoryRuntime",
+        )
         check_session_dir(session_dir)
         mode, lt_config, ns = long_term_args(store, long_term, namespace, recorder, embedder)
         journal_config = journal_args(journal, mode)
@@ -403,9 +409,6 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
 
     # -- short-term memory (sync) ---------------------------------------------------
 
-    def _check(self, msgs: Iterable[object]) -> tuple[Msg, ...]:
-        return tuple(validate_msg(m, max_bytes=self.max_msg_bytes) for m in msgs)
-
     def add(self, msg: Msg | Sequence[Msg]) -> None:
         """Append a message (or several, in order) to the short-term memory.
 
@@ -416,7 +419,7 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
             MessageError: the message is malformed or over ``max_msg_bytes``.
         """
         if isinstance(msg, Msg):
-            msgs: tuple[Msg, ...] = (validate_msg(msg, max_bytes=self.max_msg_bytes),)
+            msgs: tuple[Msg, ...] = (check_msg(msg, "messages[0]", max_bytes=self.max_msg_bytes),)
         else:
             msgs = self._check_seq(msg)
         if self._closed:
@@ -429,7 +432,7 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
 
     def _check_seq(self, msgs: object) -> tuple[Msg, ...]:
         if isinstance(msgs, list | tuple):
-            return self._check(msgs)
+            return check_msgs(msgs, max_bytes=self.max_msg_bytes)
         raise MessageError(f"add() takes a Msg or a list of Msg, got {type(msgs).__name__}")
 
     def add_many(self, msgs: Sequence[Msg]) -> None:

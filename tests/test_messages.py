@@ -93,7 +93,7 @@ def test_decode_rejects_bad_types_with_clear_error() -> None:
         (Msg(role="robot", content=()), "unknown role"),  # type: ignore[arg-type]
         (Msg(role="user", content="hi"), "content must be a tuple"),  # type: ignore[arg-type]
         (Msg(role="user", content=("hi",)), "unknown content block"),  # type: ignore[arg-type]
-        (Msg(role="user", content=(TextBlock(5),)), "text must be str"),  # type: ignore[arg-type]
+        (Msg(role="user", content=(TextBlock(5),)), r"content\[0\]\.text must be a str"),  # type: ignore[arg-type]
         (Msg(role="user", content=(), id=""), "id must be"),
     ],
 )

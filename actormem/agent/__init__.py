@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from actormem.agent._hooks import MemoryHooks
-from actormem.agent._react import AgentStatus, ReActAgent
+from actormem.agent._react import AgentStatus, AutosaveError, ReActAgent
 from actormem.agent.tools import Tool, ToolError, ToolRegistry, tool
 
-__all__ = ["AgentStatus", "MemoryHooks", "ReActAgent", "Tool", "ToolError", "ToolRegistry", "tool"]
+__all__ = [
+    "AgentStatus",
+    "AutosaveError",
+    "MemoryHooks",
+    "ReActAgent",
+    "Tool",
+    "ToolError",
+    "ToolRegistry",
+    "tool",
+]

@@ -12,7 +12,9 @@ Each turn (``reply(msg)``):
    results are stored as tool messages paired with the calls;
 3. a reply without tool calls ends the turn: it is recorded to long-term
    memory (STATIC_CONTROL / BOTH), the status goes back to ``idle``, and
-   the session is saved.
+   the session is saved.  A save that fails raises
+   :class:`AutosaveError` (carrying the turn's answer when it came after it):
+   the caller learns that the session on disk is behind.
 
 Self-annealing: when the model fails (after its own retries) the error is
 recorded in long-term memory (when there is a store), the status says what
@@ -43,17 +45,32 @@ import structlog
 
 from actormem.agent._hooks import MemoryHooks, log_messages
 from actormem.agent.tools import Tool, ToolRegistry
-from actormem.messages import Msg, TextBlock, ToolUseBlock
+from actormem.messages import MessageError, Msg, TextBlock, ToolUseBlock
 from actormem.models.base import ChatModel, MalformedToolCallError, ToolSpec
+from actormem.session import SessionError
 from actormem.state import StateModule
 
 if TYPE_CHECKING:
     from actormem.journal import NowStatus
     from actormem.runtime import MemoryRuntime
 
-__all__ = ["AgentStatus", "ReActAgent"]
+__all__ = ["AgentStatus", "AutosaveError", "ReActAgent"]
 
 log = structlog.get_logger(__name__)
+
+
+class AutosaveError(SessionError):
+    """The agent's automatic session save failed; the turn itself went through.
+
+    Attributes:
+        reply: the answer of the turn when the failed save came after it
+            (None when it failed as the turn started).
+    """
+
+    def __init__(self, message: str, reply: Msg | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
 
 _CONTINUE: Final = frozenset({"continue", "go on", "resume", "keep going", "carry on"})
 
@@ -168,12 +185,21 @@ class ReActAgent(StateModule):
             raise ValueError("no session id: pass one or create the agent with session_id=...")
         return self.memory.session.load(sid, {"agent": self, "runtime": self.memory}, strict=False)
 
-    def _autosave(self) -> None:
-        if self.session_id:
-            try:
-                self.save_session()
-            except Exception:
-                log.exception("agent.autosave_failed", session_id=self.session_id)
+    def _autosave(self, reply: Msg | None = None) -> None:
+        """Save the session when the agent has one; a failure is the caller's to see.
+
+        Raises:
+            AutosaveError: the save failed (``reply`` is the turn's answer, if any).
+        """
+        if not self.session_id:
+            return
+        try:
+            self.save_session()
+        except Exception as exc:
+            log.error("agent.autosave_failed", session_id=self.session_id, error=repr(exc))
+            raise AutosaveError(
+                f"the session {self.session_id!r} could not be saved: {exc}", reply
+            ) from exc
 
     def _set_status(self, **changes: Any) -> None:
         self.status = msgspec.structs.replace(self.status, updated_at=time.time(), **changes)
@@ -193,6 +219,10 @@ class ReActAgent(StateModule):
         Returns:
             The final assistant message of the turn (on a model failure, an
             assistant message that explains it; see ``status``).
+
+        Raises:
+            AutosaveError: the agent has a session and saving it failed (the
+                error's ``reply`` is the answer when the turn got that far).
         """
         user = Msg.user(msg) if isinstance(msg, str) else msg
         resuming = self._is_continue(user)
@@ -294,7 +324,11 @@ class ReActAgent(StateModule):
             except Exception as exc:  # any model failure: anneal, never a traceback
                 return self._anneal(exc, turn)
             out = msgspec.structs.replace(out, name=out.name or self.name)
-            self.memory.add(out)
+            try:
+                self.memory.add(out)
+            except MessageError as exc:  # e.g. tool arguments no session could hold
+                self._refuse(out, exc, turn)
+                continue
             turn.append(out)
             self._log_msgs([out])
             if not out.tool_uses:
@@ -358,6 +392,29 @@ class ReActAgent(StateModule):
             turn.append(m)
         self._log_msgs([call_msg, *results])
 
+    def _refuse(self, out: Msg, exc: MessageError, turn: list[Msg]) -> None:
+        """A reply the memory refused: keep its text and calls (arguments ``{}``) and
+        give each call an error result naming the problem, so the model can retry."""
+        blocks: list[TextBlock | ToolUseBlock] = [TextBlock(out.text)] if out.text else []
+        blocks += [ToolUseBlock(id=str(c.id), name=str(c.name), input={}) for c in out.tool_uses]
+        if not blocks:
+            blocks = [TextBlock("(a reply the memory could not store)")]
+        kept = Msg(
+            role="assistant",
+            content=tuple(blocks),
+            name=self.name,
+            metadata={"actormem": "refused"},
+        )
+        text = f"Error: the call was not run because its message was refused: {exc}"
+        results = [
+            Msg.tool_result(str(c.id), text, is_error=True, name=str(c.name)) for c in out.tool_uses
+        ]
+        log.warning("agent.reply_refused", agent=self.name, error=str(exc)[:300])
+        for m in (kept, *results):
+            self.memory.add(m)
+            turn.append(m)
+        self._log_msgs([kept, *results])
+
     def _note_done(self, calls: Sequence[ToolUseBlock], results: Sequence[Msg]) -> None:
         """Each finished tool call becomes a ``done:`` step of NOW (what a restart skips)."""
         for call, res in zip(calls, results, strict=False):
@@ -394,7 +451,7 @@ class ReActAgent(StateModule):
             note=f"answered: {' '.join(final.text.split())[:200]}",
         )
         self._set_status(state="idle", task="", task_msg_id="", next_step="")
-        self._autosave()
+        self._autosave(final)
         return final
 
     def _anneal(self, exc: BaseException, turn: list[Msg]) -> Msg:
@@ -430,13 +487,14 @@ class ReActAgent(StateModule):
                 )
             except Exception:
                 log.exception("agent.error_record_failed")
-        self._autosave()
-        return Msg.assistant(
+        reply = Msg.assistant(
             f"I could not finish because the model call failed ({summary}). "
             "Say 'continue' and I will pick the task up where it stopped.",
             name=self.name,
             actormem="error",
         )
+        self._autosave(reply)
+        return reply
 
     async def areply(self, msg: Msg | str) -> Msg:
         """Async :meth:`reply` (runs in a worker thread; the event loop stays free)."""

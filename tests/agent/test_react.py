@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -311,3 +312,53 @@ def test_a_failing_store_degrades_the_turn_instead_of_crashing_it(tmp_path: Path
         assert result.is_error and "embedding service down" in result.output
         emb.broken = False
     store.close()
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "field"),
+    [
+        (_nested(990), r"content\[0\]\.input(\.a)+: nested deeper"),  # RecursionError on save
+        ({"x": float("nan")}, r"content\[0\]\.input\.x"),  # saved as null, never loaded
+    ],
+)
+def test_tool_arguments_no_session_could_hold_go_back_to_the_model(
+    tmp_path: Path, tool_input: dict[str, Any], field: str
+) -> None:
+    bad = Msg.assistant(tool_calls=[ToolUseBlock(id="c1", name="add", input=tool_input)])
+    model = ScriptedModel([bad, "sorry, done"])
+    with make_runtime(tmp_path) as rt:
+        agent = ReActAgent("a", model, rt, tools=[add], session_id="s")
+        assert agent.reply("add deep things").text == "sorry, done"
+        msgs = rt.messages()
+        assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+        assert msgs[1].tool_uses[0].input == {}  # the call is kept, its arguments are not
+        result = msgs[2].tool_results[0]
+        assert result.is_error and result.tool_use_id == "c1"
+        assert re.search(field, result.output), result.output
+        assert model.calls[1].messages[-1].tool_results[0].is_error  # the model saw it
+    with make_runtime(tmp_path) as rt2:  # the autosaved session loads
+        agent2 = ReActAgent("a", ScriptedModel([]), rt2, tools=[add], session_id="s")
+        assert agent2.load_session()
+        assert [m.role for m in rt2.messages()] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_failed_autosave_is_raised_with_the_reply(tmp_path: Path) -> None:
+    from actormem.agent import AutosaveError
+
+    with make_runtime(tmp_path) as rt:
+        agent = ReActAgent("a", ScriptedModel(["first", "second"]), rt, session_id="s")
+        assert agent.reply("one").text == "first"
+        # The session file's place is taken by a folder: every save now fails.
+        target = tmp_path / "sessions" / "s.json"
+        target.unlink()
+        target.mkdir()
+        with pytest.raises(AutosaveError, match="'s' could not be saved") as info:
+            agent.reply("two")
+        assert info.value.reply is None  # it failed as the turn started
