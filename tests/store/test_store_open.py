@@ -66,3 +66,24 @@ def test_the_runtime_opens_and_closes_a_store_from_a_path(tmp_path: Path) -> Non
         assert isinstance(rt.store, DuckDBStore)
     with DuckDBStore(db, embedder=HashEmbedder(32)):  # closed by the runtime: not locked
         pass
+
+
+def test_the_runtime_opens_a_postgres_store_from_a_url(pg_dsn: str, tmp_path: Path) -> None:
+    from actormem import Msg
+    from actormem.store._postgres import PostgresStore
+    from tests._postgres import pg_url
+
+    url = pg_url(pg_dsn)
+    ns = Namespace(user_id="ada", agent_id="agent")
+    emb = HashEmbedder(32)
+    with MemoryRuntime(session_dir=tmp_path, store=url, embedder=emb, namespace=ns) as rt:
+        assert isinstance(rt.store, PostgresStore)
+        rt.record([Msg.user("My bicycle is in the garden shed"), Msg.assistant("Noted.")])
+        rt.flush()
+        store = rt.store
+    with pytest.raises(Exception, match="closed"):  # the runtime closed what it opened
+        store.count(ns)
+    with open_store(url, embedder=emb) as again:  # what it acknowledged is in the database
+        hits = again.search("bicycle shed", ns, 5)
+        assert hits and "garden shed" in hits[0].memory.content
+    assert not (tmp_path / "long_term.duckdb").exists()
