@@ -313,7 +313,8 @@ def _compare_backends(
         for n in sizes:
             results.append(run_backends(n, Path(tmp), embedder, server, BACKENDS))
     cols, rows = table_rows(results)
-    print_table("store backends: ingest (memories/s), search (ms; tnt = one tenant of 100), clients (searches/s)", cols, rows)
+    title = "store backends: ingest (memories/s), search (ms; tnt: a tenant), clients (searches/s)"
+    print_table(title, cols, rows)
     payload = {"benchmark": "store_backends", "sizes": list(sizes), "results": results}
     write_results("bench_store_backends_quick" if quick else "bench_store_backends", payload)
     return payload
