@@ -51,6 +51,7 @@ from actormem.store._records import (
     Change,
     check_limit,
     check_namespace,
+    clip_query,
     content_hash,
     json_text,
     query_text,
@@ -499,7 +500,8 @@ class StoreBase:
         second stage (soft term, speaker and time match).
 
         Args:
-            query: The text to look for.
+            query: The text to look for (a longer one than ``MAX_QUERY_CHARS``
+                is read as its first and last halves of that size).
             namespace: The scope; nothing outside it is ever returned.
             limit: Number of hits (1..100,000).
             filters: Extra conditions.
@@ -520,6 +522,7 @@ class StoreBase:
         if mode not in ("hybrid", "keyword", "vector"):
             raise InvalidMemoryError(f"unknown search mode {mode!r}")
         cfg = config or self._config
+        query = clip_query(query)  # bounded work whatever the query's size
         terms = tokenize(query)
         rerank = self._reranker.prepare(query, cfg) if mode == "hybrid" else None
         qvec = self._embed([query_text(query)])[0] if mode != "keyword" and query.strip() else None

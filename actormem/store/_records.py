@@ -33,11 +33,13 @@ from actormem.store._types import (
 
 __all__ = [
     "MAX_LIMIT",
+    "MAX_QUERY_CHARS",
     "NS_COLS",
     "Batch",
     "Change",
     "check_limit",
     "check_namespace",
+    "clip_query",
     "content_hash",
     "json_text",
     "query_text",
@@ -169,6 +171,23 @@ def check_namespace(namespace: object) -> Namespace:
     if not isinstance(namespace, Namespace):
         raise NamespaceError(f"namespace must be a Namespace, got {type(namespace).__name__}")
     return namespace
+
+
+#: Characters of a query a search reads: the first and the last half of it.
+#: A query is most often a user's message, and ``add()`` takes messages up to
+#: 4 MB; every step of a search (BM25 terms, the embedding, the second stage)
+#: costs at least linear time in the text, so a search reads a bounded part.
+#: A message that pastes a document and then asks about it keeps its question
+#: (the end); one that asks and then pastes keeps it too (the start).
+MAX_QUERY_CHARS: Final = 16_384
+
+
+def clip_query(query: str) -> str:
+    """``query`` itself, or its first and last ``MAX_QUERY_CHARS // 2`` characters."""
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    half = MAX_QUERY_CHARS // 2
+    return f"{query[:half]}\n{query[-half:]}"
 
 
 def query_text(query: str) -> str:

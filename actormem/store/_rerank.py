@@ -38,7 +38,10 @@ time match when the query names a period and it splits the candidates (some
 in it, some not).  So a store with a plain embedder and memories without
 speakers, asked without dates, ranks exactly as the first stage does.
 
-Costs: word vectors are cached per word and each memory's word list per
+Costs: a query's preparation is one pass over its text, and the soft match
+weighs at most :data:`MAX_QUERY_TERMS` distinct terms (the first ones), so
+a megabyte query costs about what a long paragraph does.  Word vectors are
+cached per word and each memory's word list per
 memory (both bounded, cleared when full), so a warm re-score of 50
 candidates is a few numpy calls.
 """
@@ -61,7 +64,7 @@ from actormem.models.base import WordVectors
 from actormem.store._index import _TOKEN_RE, _term
 from actormem.store._types import MemoryRecord, SearchConfig
 
-__all__ = ["QueryRerank", "Reranked", "Reranker", "query_periods", "speaker_of"]
+__all__ = ["MAX_QUERY_TERMS", "QueryRerank", "Reranked", "Reranker", "query_periods", "speaker_of"]
 
 log = structlog.get_logger(__name__)
 
@@ -73,6 +76,10 @@ I64 = npt.NDArray[np.int64]
 _SPEAKER_RE: Final = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):(?:\s|$)")
 _WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
 _BLOCK: Final = 256
+#: Distinct query terms the soft match weighs (the first ones of the query):
+#: each costs a word vector and a column of the similarity matrix, so a huge
+#: query (``add()`` takes messages up to 4 MB) is bounded work, not a stall.
+MAX_QUERY_TERMS: Final = 256
 _MONTH_NAMES: Final = (
     "January",
     "February",
@@ -206,18 +213,21 @@ class Reranker:
         if not soft and not speak and not periods:
             return None
         words: list[str] = []
-        terms: list[str] = []
+        terms: dict[str, None] = {}  # ordered set: one membership test per word
         if soft:
-            for word in _TOKEN_RE.findall(query.casefold()):
+            for match in _TOKEN_RE.finditer(query.casefold()):
+                word = match.group()
                 term = _term(word)
                 if term and term not in terms:
-                    terms.append(term)
+                    terms[term] = None
                     words.append(word)
+                    if len(terms) >= MAX_QUERY_TERMS:
+                        break
             soft = bool(terms)
         qwords = frozenset(_WORD_RE.findall(query.casefold())) if speak else frozenset()
         if not soft and not qwords and not periods:
             return None
-        return QueryRerank(self, words, terms, qwords, periods, config, soft=soft)
+        return QueryRerank(self, words, list(terms), qwords, periods, config, soft=soft)
 
     def clear(self) -> None:
         """Drop every cached word and memory.
@@ -357,6 +367,11 @@ class QueryRerank:
         self._periods = periods
         self._config = config
         self._soft = soft
+
+    @property
+    def term_count(self) -> int:
+        """How many distinct query terms the soft match weighs (at most ``MAX_QUERY_TERMS``)."""
+        return len(self._terms)
 
     @property
     def depth(self) -> int:

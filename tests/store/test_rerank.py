@@ -18,7 +18,8 @@ from actormem.store import (
     NewMemory,
     SearchConfig,
 )
-from actormem.store._rerank import Reranker, query_periods, speaker_of
+from actormem.store._records import MAX_QUERY_CHARS, clip_query
+from actormem.store._rerank import MAX_QUERY_TERMS, Reranker, query_periods, speaker_of
 from actormem.store._types import MemoryRecord
 
 
@@ -339,3 +340,46 @@ def test_the_second_stage_also_runs_on_the_approximate_path(tmp_path: Path) -> N
         hits = store.search("Where did Nate walk by the river?", NS, limit=10, touch=False)
         assert hits and all(h.memory.content.startswith("Nate:") for h in hits)
         assert all(h.speaker_match == 1.0 for h in hits)
+
+
+# -- huge queries: bounded work (issue 12, point 5) -----------------------------------------
+
+
+def _distinct_words(nbytes: int) -> str:
+    """Alphabetic words, all different ("aaa aab aac ..."), ``nbytes`` long in all."""
+    import itertools
+    import string
+
+    out: list[str] = []
+    size = 0
+    for letters in itertools.product(string.ascii_lowercase, repeat=4):
+        out.append("".join(letters))
+        size += 5
+        if size >= nbytes:
+            break
+    return " ".join(out)
+
+
+def test_a_megabyte_query_weighs_a_bounded_number_of_terms(wordllama: WordLlamaEmbedder) -> None:
+    # The soft match used to collect every distinct term of the query with a
+    # membership test on a list: quadratic (1 MB took minutes).  Now one pass,
+    # and at most MAX_QUERY_TERMS terms (the first ones) are weighed.
+    query = _distinct_words(1_000_000)
+    prepared = Reranker(wordllama).prepare(query, SearchConfig())
+    assert prepared is not None
+    assert prepared.term_count == MAX_QUERY_TERMS
+    short = Reranker(wordllama).prepare("films with the kids", SearchConfig())
+    assert short is not None and short.term_count == 2  # "with", "the": stopwords
+
+
+def test_a_search_reads_a_bounded_part_of_a_megabyte_query(wl_store: DuckDBStore) -> None:
+    wl_store.add_many(NS, [NewMemory(content=t) for t in FILMS])
+    filler = _distinct_words(1_000_000)
+    assert len(filler) > 60 * MAX_QUERY_CHARS
+    clipped = clip_query(filler)
+    assert len(clipped) <= MAX_QUERY_CHARS + 1  # what every step of the search reads
+    assert clipped.startswith(filler[:100]) and clipped.endswith(filler[-100:])
+    # A question after a pasted document, and one before it, are both still read.
+    for query in (f"{filler} where did my sister move?", f"where did my sister move? {filler}"):
+        hits = wl_store.search(query, NS, 3)
+        assert hits and "Lisbon" in hits[0].memory.content
