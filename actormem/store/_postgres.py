@@ -317,11 +317,17 @@ class PostgresStore(PgQueries, StoreBase):
             ) from exc
 
         def check_pg_args() -> None:
-            STORE_SETTINGS["touch_flush_interval"].check(
-                touch_flush_interval, "touch_flush_interval", error=InvalidMemoryError
-            )
-            if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
-                raise InvalidMemoryError(f"pool_size must be an int >= 1, got {pool_size!r}")
+            for name, value in (
+                ("touch_flush_interval", touch_flush_interval),
+                ("pool_size", pool_size),
+                ("connect_timeout", connect_timeout),
+            ):
+                STORE_SETTINGS[name].check(value, name, error=InvalidMemoryError)
+            if on_embedder_mismatch not in ("error", "reembed"):
+                raise InvalidMemoryError(
+                    "on_embedder_mismatch must be 'error' or 'reembed', "
+                    f"got {on_embedder_mismatch!r}"
+                )
             if not isinstance(dsn, str) or not dsn:
                 raise InvalidMemoryError("dsn must be a non-empty str")
 

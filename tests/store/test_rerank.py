@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,9 @@ from actormem.store import (
 from actormem.store._records import MAX_QUERY_CHARS, clip_query
 from actormem.store._rerank import MAX_QUERY_TERMS, Reranker, query_periods, speaker_of
 from actormem.store._types import MemoryRecord
+
+#: The backends the second-stage tests run on (it is shared by both).
+BACKENDS = ["duckdb", "postgres"]
 
 
 def _now() -> float:
@@ -44,26 +47,33 @@ def wordllama() -> WordLlamaEmbedder:
     return WordLlamaEmbedder()
 
 
-@pytest.fixture
-def wl_store(tmp_path: Path, wordllama: WordLlamaEmbedder) -> Iterator[DuckDBStore]:
-    with DuckDBStore(
-        tmp_path / "wl.duckdb",
-        embedder=wordllama,
-        touch_flush_interval=None,
-        near_duplicate_threshold=None,
-        clock=_now,
-    ) as store:
+def _store(request: pytest.FixtureRequest, tmp_path: Path, embedder: Any, name: str) -> Any:
+    """A store of the parametrised backend (the second stage is shared by both)."""
+    kwargs: dict[str, Any] = {
+        "embedder": embedder,
+        "touch_flush_interval": None,
+        "near_duplicate_threshold": None,
+        "clock": _now,
+    }
+    if request.param == "duckdb":
+        return DuckDBStore(tmp_path / f"{name}.duckdb", **kwargs)
+    from actormem.store._postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("pg_dsn"), **kwargs)
+
+
+@pytest.fixture(params=BACKENDS)
+def wl_store(
+    request: pytest.FixtureRequest, tmp_path: Path, wordllama: WordLlamaEmbedder
+) -> Iterator[Any]:
+    with _store(request, tmp_path, wordllama, "wl") as store:
         yield store
 
 
-def _hash_store(tmp_path: Path, name: str = "h") -> DuckDBStore:
-    return DuckDBStore(
-        tmp_path / f"{name}.duckdb",
-        embedder=HashEmbedder(64),
-        touch_flush_interval=None,
-        near_duplicate_threshold=None,
-        clock=_now,
-    )
+@pytest.fixture(params=BACKENDS)
+def hash_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Any]:
+    """``hash_store()`` opens one store of the parametrised backend (one per test)."""
+    return lambda: _store(request, tmp_path, HashEmbedder(64), "h")
 
 
 def _record(content: str, **meta: Any) -> MemoryRecord:
@@ -96,7 +106,7 @@ def test_only_static_embedders_offer_word_vectors(wordllama: WordLlamaEmbedder) 
 
 
 def test_soft_match_ranks_a_synonym_above_an_exact_but_unrelated_word(
-    wl_store: DuckDBStore,
+    wl_store: Any,
 ) -> None:
     wl_store.add_many(NS, FILMS)
     query = "movie night with the kids"
@@ -112,7 +122,7 @@ def test_soft_match_ranks_a_synonym_above_an_exact_but_unrelated_word(
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
-def test_soft_match_signal_formula(wl_store: DuckDBStore) -> None:
+def test_soft_match_signal_formula(wl_store: Any) -> None:
     wl_store.add_many(NS, FILMS)
     cfg = SearchConfig(speaker_weight=0.0, relevance_weight=0.0)
     hits = wl_store.search("film children", NS, limit=5, config=cfg, touch=False)
@@ -126,7 +136,7 @@ def test_soft_match_signal_formula(wl_store: DuckDBStore) -> None:
         assert h.score == pytest.approx(h.fused, rel=1e-6)
 
 
-def test_rerank_off_is_the_first_stage(wl_store: DuckDBStore) -> None:
+def test_rerank_off_is_the_first_stage(wl_store: Any) -> None:
     wl_store.add_many(NS, FILMS)
     for cfg in (OFF, SearchConfig(rerank_depth=0)):
         hits = wl_store.search("movie night", NS, limit=5, config=cfg, touch=False)
@@ -137,7 +147,7 @@ def test_rerank_off_is_the_first_stage(wl_store: DuckDBStore) -> None:
             assert h.soft_match == 0 and h.speaker_match == 0 and h.time_match == 0
 
 
-def test_keyword_and_vector_modes_are_not_reranked(wl_store: DuckDBStore) -> None:
+def test_keyword_and_vector_modes_are_not_reranked(wl_store: Any) -> None:
     wl_store.add_many(NS, FILMS)
     for mode in ("keyword", "vector"):
         on = wl_store.search("movie night", NS, mode=mode, touch=False)
@@ -146,8 +156,8 @@ def test_keyword_and_vector_modes_are_not_reranked(wl_store: DuckDBStore) -> Non
         assert all(h.soft_match == 0 for h in on)
 
 
-def test_embedder_without_word_vectors_skips_the_soft_match(tmp_path: Path) -> None:
-    with _hash_store(tmp_path) as store:
+def test_embedder_without_word_vectors_skips_the_soft_match(hash_store: Callable[[], Any]) -> None:
+    with hash_store() as store:
         store.add_many(NS, FILMS)
         on = store.search("movie night with the kids", NS, touch=False)
         off = store.search("movie night with the kids", NS, config=OFF, touch=False)
@@ -171,8 +181,8 @@ def test_speaker_of() -> None:
         assert speaker_of(_record(content)) is None
 
 
-def test_speaker_match_prefers_the_named_speakers_turns(tmp_path: Path) -> None:
-    with _hash_store(tmp_path) as store:
+def test_speaker_match_prefers_the_named_speakers_turns(hash_store: Callable[[], Any]) -> None:
+    with hash_store() as store:
         store.add_many(
             NS,
             [
@@ -239,10 +249,10 @@ def test_query_periods() -> None:
     assert query_periods("in March 2022 and in 2024") == ((2022, 3), (2024, None))
 
 
-def test_time_match_prefers_memories_of_the_named_month(tmp_path: Path) -> None:
+def test_time_match_prefers_memories_of_the_named_month(hash_store: Callable[[], Any]) -> None:
     june = 1_686_000_000.0  # 2023-06-05
     july = 1_689_000_000.0  # 2023-07-10
-    with _hash_store(tmp_path) as store:
+    with hash_store() as store:
         store.add_many(
             NS,
             [
@@ -282,7 +292,7 @@ def test_only_numbers_seen_so_far(wordllama: WordLlamaEmbedder) -> None:
     assert soft is not None and soft.tolist() == [1.0, 0.0]
 
 
-def test_forget_clears_the_caches(wl_store: DuckDBStore) -> None:
+def test_forget_clears_the_caches(wl_store: Any) -> None:
     wl_store.add_many(Namespace(user_id="gone"), ["Zanzibar holiday with Rosalind"])
     wl_store.add_many(NS, FILMS)
     wl_store.search("Zanzibar trip", Namespace(user_id="gone"), touch=False)
@@ -307,8 +317,8 @@ def test_words_with_digits_do_not_grow_the_cache_without_bound(
     assert peak <= 8 * 16 + 2 * 20 + 2  # cleared at its bound, overshoot of one search
 
 
-def test_speaker_follows_a_metadata_update(tmp_path: Path) -> None:
-    with _hash_store(tmp_path) as store:
+def test_speaker_follows_a_metadata_update(hash_store: Callable[[], Any]) -> None:
+    with hash_store() as store:
         store.add_many(
             NS,
             [

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,19 +18,39 @@ USERS = [f"user{i}" for i in range(8)]
 AGENTS = ["a", "b", "c"]
 WORDS = ["tea", "coffee", "paris", "berlin", "cat", "dog", "item42", "jazz", "blue", "red"]
 
-_STORES: dict[str, DuckDBStore] = {}
+_STORES: dict[str, Any] = {}
+_DATABASES: list[tuple[str, str]] = []
 _EXAMPLE = itertools.count()
 
 
-def _shared_store(tmp_path_factory: Any) -> DuckDBStore:
-    # One store for all examples keeps the test fast; every example writes into
-    # fresh namespaces (a per-example prefix), so examples cannot interfere.
-    if "s" not in _STORES:
-        path = Path(tmp_path_factory.mktemp("iso")) / "iso.duckdb"
-        _STORES["s"] = DuckDBStore(
-            path, embedder=HashEmbedder(32), touch_flush_interval=None, near_duplicate_threshold=0.9
-        )
-    return _STORES["s"]
+def _shared_store(request: pytest.FixtureRequest, backend: str) -> Any:
+    # One store per backend for all examples keeps the test fast; every example
+    # writes into fresh namespaces (a per-example prefix), so examples cannot
+    # interfere.
+    if backend not in _STORES:
+        kwargs: dict[str, Any] = {
+            "embedder": HashEmbedder(32),
+            "touch_flush_interval": None,
+            "near_duplicate_threshold": 0.9,
+        }
+        if backend == "duckdb":
+            folder = request.getfixturevalue("tmp_path_factory").mktemp("iso")
+            _STORES[backend] = DuckDBStore(Path(folder) / "iso.duckdb", **kwargs)
+        else:
+            import psycopg
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+            from actormem.store._postgres import PostgresStore
+
+            server = request.getfixturevalue("pg_server_dsn")
+            name = "iso_" + uuid.uuid4().hex[:12]
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            _DATABASES.append((server, name))
+            params = conninfo_to_dict(server)
+            params["dbname"] = name
+            _STORES[backend] = PostgresStore(make_conninfo(**params), **kwargs)
+    return _STORES[backend]
 
 
 memory = st.tuples(
@@ -49,8 +71,10 @@ memory = st.tuples(
     mode=st.sampled_from(["hybrid", "keyword", "vector"]),
     use_filter=st.booleans(),
 )
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
 def test_search_never_leaves_its_namespace(
-    tmp_path_factory: Any,
+    request: pytest.FixtureRequest,
+    backend: str,
     memories: list[tuple[str, str, str]],
     query: str,
     scope_user: str,
@@ -58,7 +82,7 @@ def test_search_never_leaves_its_namespace(
     mode: str,
     use_filter: bool,
 ) -> None:
-    store = _shared_store(tmp_path_factory)
+    store = _shared_store(request, backend)
     prefix = f"ex{next(_EXAMPLE)}"
     owner: dict[str, tuple[str, str]] = {}
     for user, agent, text in memories:
@@ -89,3 +113,10 @@ def teardown_module() -> None:
     for store in _STORES.values():
         store.close()
     _STORES.clear()
+    if _DATABASES:
+        import psycopg
+
+        for server, name in _DATABASES:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _DATABASES.clear()

@@ -40,6 +40,7 @@ from actormem.store._limits import (
     STORE_SETTINGS,
     Span,
 )
+from actormem.store._postgres import PostgresStore
 
 
 def _numeric(annotation: object) -> bool:
@@ -97,6 +98,11 @@ def _good_values(span: Span) -> list[object]:
         ),
         ("NewMemory", {f.name: f.type for f in msgspec.structs.fields(NewMemory)}, MEMORY_FIELDS),
         ("DuckDBStore()", dict(inspect.signature(DuckDBStore.__init__).parameters), STORE_SETTINGS),
+        (
+            "PostgresStore()",
+            dict(inspect.signature(PostgresStore.__init__).parameters),
+            STORE_SETTINGS,
+        ),
     ],
 )
 def test_every_numeric_field_has_a_declared_range(
@@ -180,15 +186,32 @@ def test_new_memory_refuses_out_of_range(field: str) -> None:
             NewMemory(content="x", **{field: value}).validate()  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> typing.Iterator[DuckDBStore]:
-    with DuckDBStore(
-        tmp_path / "m.duckdb", embedder=HashEmbedder(32), touch_flush_interval=None
-    ) as s:
-        yield s
+@pytest.fixture(params=["duckdb", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> typing.Iterator[Any]:
+    if request.param == "duckdb":
+        with DuckDBStore(
+            tmp_path / "m.duckdb", embedder=HashEmbedder(32), touch_flush_interval=None
+        ) as s:
+            yield s
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        with PostgresStore(dsn, embedder=HashEmbedder(32), touch_flush_interval=None) as p:
+            yield p
 
 
-@pytest.mark.parametrize("field", list(STORE_SETTINGS))
+def _takes(cls: type, field: str) -> bool:
+    return field in inspect.signature(cls.__init__).parameters
+
+
+@pytest.mark.parametrize("field", [f for f in STORE_SETTINGS if _takes(PostgresStore, f)])
+def test_postgres_store_settings_refuse_out_of_range_before_connecting(field: str) -> None:
+    for value in _bad_values(STORE_SETTINGS[field]):
+        with pytest.raises(InvalidMemoryError, match=rf"{field} must be"):
+            # nothing listens there: a check after connecting would raise StoreError
+            PostgresStore("postgresql://nobody@127.0.0.1:9/none", **{field: value})
+
+
+@pytest.mark.parametrize("field", [f for f in STORE_SETTINGS if _takes(DuckDBStore, f)])
 def test_store_settings_refuse_out_of_range(field: str, tmp_path: Path) -> None:
     for value in _bad_values(STORE_SETTINGS[field]):
         with pytest.raises(InvalidMemoryError, match=rf"{field} must be"):
@@ -208,7 +231,7 @@ _MAINT_CALLS: dict[str, Callable[[Any, Any, object], object]] = {
 
 
 @pytest.mark.parametrize("arg", list(MAINTENANCE_ARGS))
-def test_maintenance_arguments_refuse_out_of_range(store: DuckDBStore, arg: str) -> None:
+def test_maintenance_arguments_refuse_out_of_range(store: Any, arg: str) -> None:
     """Regression: prune_stale(max_age_days=nan) and unchecked thresholds were accepted."""
     ns = Namespace(user_id="u")
     store.add_many(ns, ["one memory", "another memory"])
