@@ -34,6 +34,7 @@ from actormem.events import (
     SessionLoaded,
     SessionSaved,
 )
+from actormem.journal._files import read_text as read_journal_text
 from actormem.logs import configure_logging
 from actormem.messages import Msg, ToolUseBlock
 from actormem.runtime import MemoryRuntime
@@ -232,7 +233,7 @@ def _show_file(
     console: Console, path: Path, *, last: int | None = None, skip: str = "<!--"
 ) -> None:
     """Print a journal file, indented, without its header comment."""
-    lines = path.read_text().splitlines()
+    lines = (read_journal_text(path) or "").splitlines()
     out, in_comment = [], False
     for line in lines:
         if line.lstrip().startswith(skip) or in_comment:
@@ -622,12 +623,11 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
         path = folder / files[what]
     elif what == "overview":
         days = sorted(p.stem for p in (folder / "memory").glob("*.md"))
-        now = parse_now((folder / "NOW.md").read_text()) if (folder / "NOW.md").exists() else None
-        memory = (
-            parse_memory_md((folder / "MEMORY.md").read_text())
-            if (folder / "MEMORY.md").exists()
-            else []
-        )
+        # read_text refuses a FIFO or other special file (it would block forever).
+        now_text = read_journal_text(folder / "NOW.md")
+        now = parse_now(now_text) if now_text is not None else None
+        memory_text = read_journal_text(folder / "MEMORY.md")
+        memory = parse_memory_md(memory_text) if memory_text is not None else []
         if args.json:
             print(
                 json.dumps(
@@ -650,9 +650,9 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
         return 0
     else:
         path = folder / "memory" / f"{day_name(what)}.md"
-    if not path.is_file():
+    text = read_journal_text(path)  # refuses a FIFO or other special file
+    if text is None:
         raise _UsageError(f"no {path.name} in {folder}")
-    text = path.read_text()
     if args.json:
         print(json.dumps({"path": str(path), "text": text}))
     else:

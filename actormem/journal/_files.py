@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
+from actormem._special_files import describe_mode, read_regular
+from actormem.journal._paths import JournalPathError
 from actormem.session import atomic_write
 
 __all__ = ["append_text", "file_hash", "read_text", "text_hash", "write_text"]
@@ -17,9 +20,14 @@ def text_hash(text: str) -> str:
 
 
 def read_text(path: Path) -> str | None:
-    """The file's text, or None when it does not exist (undecodable bytes are replaced)."""
+    """The file's text, or None when it does not exist (undecodable bytes are replaced).
+
+    Raises:
+        JournalPathError: the path is not a regular file (a FIFO would block
+            the read forever) or cannot be read.
+    """
     try:
-        return path.read_bytes().decode("utf-8", "replace")
+        return read_regular(path, "journal file", JournalPathError).decode("utf-8", "replace")
     except FileNotFoundError:
         return None
 
@@ -44,8 +52,18 @@ def append_text(path: Path, text: str) -> None:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8", "surrogatepass")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
+        # O_NONBLOCK: opening a FIFO for writing would wait for a reader forever.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    except OSError as exc:  # ENXIO: a FIFO nobody reads
+        raise JournalPathError(f"cannot append to journal file {path}: {exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise JournalPathError(
+                f"journal file {path} is {describe_mode(mode)}, not a regular file"
+            )
+        os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
             n = os.write(fd, view)

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from actormem._special_files import check_inside, read_regular
 from actormem.session._common import (
     DEFAULT_SESSIONS_DIR,
     DOC_DECODER,
@@ -126,11 +127,12 @@ class JsonSession:
     def _read(self, session_id: str, decoder: msgspec.json.Decoder[Any]) -> Any:
         path = self.path(session_id)
         try:
-            data = path.read_bytes()
+            # A link may point elsewhere in the folder, never out of it; and the
+            # file must be a regular one (a FIFO would block the read forever).
+            check_inside(path, self.directory, "session file", SessionError)
+            data = read_regular(path, "session file", SessionError)
         except FileNotFoundError:
             raise SessionError(f"session {session_id!r} not found ({path})") from None
-        except OSError as exc:
-            raise SessionError(f"cannot read session file {path}: {exc.strerror or exc}") from None
         return decode_document(data, f"session file {path}", decoder)
 
     def load(
@@ -159,7 +161,7 @@ class JsonSession:
                 state; every component keeps (or gets back) its prior state.
         """
         path = self.path(session_id)
-        if allow_missing and not path.exists():
+        if allow_missing and not os.path.lexists(path):
             return False
         doc: RawDocument = self._read(session_id, RAW_DOC_DECODER)
         apply_components(f"session file {path}", doc.components, components, strict=strict)

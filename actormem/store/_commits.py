@@ -36,6 +36,7 @@ from typing import Any, Final, Literal
 
 import structlog
 
+from actormem._special_files import read_regular
 from actormem.store._schema import read_meta, write_meta
 from actormem.store._types import StoreError
 
@@ -59,10 +60,13 @@ class CommitRecord:
         self._fd: int | None = None
 
     def read(self) -> tuple[str, int] | None:
-        """``(store_id, seq)`` on record, or None when there is no readable record."""
+        """``(store_id, seq)`` on record, or None when there is no readable record.
+
+        Raises:
+            StoreError: the record's path is not a regular file (a FIFO, say).
+        """
         try:
-            with open(self.path, "rb") as f:
-                raw = f.read(256)
+            raw = read_regular(self.path, "commit record", StoreError)[:256]
         except FileNotFoundError:
             return None
         except OSError as exc:

@@ -61,6 +61,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import structlog
 
+from actormem._special_files import check_regular
 from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
@@ -295,6 +296,9 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             file = Path(self.path)
             if file.is_dir():
                 raise StoreError(f"{self.path} is a directory, expected a database file")
+            # DuckDB opens these itself: a FIFO among them would block it forever.
+            for part, what in ((self.path, "store file"), (self.path + ".wal", "store WAL")):
+                check_regular(part, what, StoreError)
             file.parent.mkdir(parents=True, exist_ok=True)
         self._commits = CommitRecord(self.path) if self.path != ":memory:" else None
         self._store_id, self._seq = "", 0

@@ -26,6 +26,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import structlog
 
+from actormem._special_files import check_regular
 from actormem.store._limits import MEMORY_FIELDS
 from actormem.store._protocol import ProgressCallback
 from actormem.store._records import content_hash
@@ -102,6 +103,8 @@ def check_path(
         raise InvalidMemoryError(f"{target}: expected a .parquet or .jsonl file")
     if target.is_dir():
         raise InvalidMemoryError(f"{target} is a directory")
+    if must_exist:  # a FIFO or device: say what it is, not "missing"
+        check_regular(target, "import file", InvalidMemoryError)
     if must_exist and not target.is_file():
         raise InvalidMemoryError(f"{target} does not exist")
     if not must_exist and not target.parent.is_dir():
@@ -174,6 +177,8 @@ def iter_rows(
         InvalidMemoryError: The file is not readable Parquet, a line is not a
             JSON object (naming the line).
     """
+    # A FIFO would block the open (or the Parquet reader) forever.
+    check_regular(source, "import file", InvalidMemoryError)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
