@@ -120,14 +120,20 @@ def test_chat_resumes_a_session_kept_in_postgres(
     from tests._postgres import pg_url
 
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    where = ("--session", "ada", "--sessions", pg_url(pg_dsn))
-    first = chat(url, tmp_path, ["My name is Ada.", "/save", "/quit"], *where)
+    db = ("--db", pg_url(pg_dsn))  # long-term memory in the same database
+    where = ("--session", "ada", "--sessions", pg_url(pg_dsn), *db)
+    first = chat(url, tmp_path, ["My name is Ada and I live in Porto.", "/save", "/quit"], *where)
     assert first.returncode == 0, first.stderr
     assert "#actormem_sessions/ada" in first.stdout  # /save names the row, not a file
     assert not (tmp_path / "sessions" / "ada.json").exists()
     second = chat(url, tmp_path, ["/quit"], *where)  # another process resumes it
     assert second.returncode == 0, second.stderr
     assert "resumed session 'ada'" in second.stdout
+    # a third process, no session: the fact comes back from long-term memory in PostgreSQL
+    third = chat(url, tmp_path, ["Where do I live?"], *db)
+    assert third.returncode == 0, third.stderr
+    assert "You live in Porto." in third.stdout
+    assert not (tmp_path / "mem.duckdb").exists()
 
 
 # -- a local model: request fields, one deadline per call, log lines off the prompt ---------
