@@ -66,6 +66,10 @@ def test_a_file_held_by_a_running_agent_points_to_ui_true(tmp_path: Path) -> Non
         holder.wait(60)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
     db = tmp_path / "m.duckdb"
     with DuckDBStore(db) as s:
@@ -76,6 +80,9 @@ def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        # A child of a background job inherits SIGINT ignored, and Python then
+        # never turns Ctrl-C into KeyboardInterrupt: give it a terminal's default.
+        preexec_fn=_default_sigint,
     )
     try:
         assert proc.stdout is not None
