@@ -50,13 +50,14 @@ def store_label(target: str | os.PathLike[str]) -> str:
 
 
 def _postgres_store_class() -> Any:
-    try:
-        import psycopg  # noqa: F401  (only to tell a missing extra from other errors)
-    except ImportError as exc:
-        raise ImportError(
-            f"a postgresql:// store needs the postgres extra (psycopg, psycopg-pool, "
-            f"pgvector): {POSTGRES_INSTALL_HINT}"
-        ) from exc
+    for module in ("psycopg", "psycopg_pool", "pgvector"):  # the extra's three packages
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"a postgresql:// store needs the postgres extra ({module} is missing): "
+                f"{POSTGRES_INSTALL_HINT}"
+            ) from exc
     # Imported by name: the module loads psycopg, which the DuckDB default never needs.
     return importlib.import_module("actormem.store._postgres").PostgresStore
 

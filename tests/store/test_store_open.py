@@ -39,12 +39,15 @@ def test_the_label_of_a_url_drops_its_password() -> None:
     assert store_label("/tmp/m.duckdb") == "/tmp/m.duckdb"
 
 
-def test_a_url_without_the_postgres_extra_says_what_to_install(tmp_path: Path) -> None:
-    # A real process where psycopg cannot be imported (as on a machine without the extra).
+@pytest.mark.parametrize("missing", ["psycopg", "pgvector"])
+def test_a_url_without_the_postgres_extra_says_what_to_install(
+    tmp_path: Path, missing: str
+) -> None:
+    # A real process where a package of the extra cannot be imported.
     script = textwrap.dedent(
-        """
+        f"""
         import sys
-        sys.modules["psycopg"] = None  # import psycopg -> ImportError
+        sys.modules[{missing!r}] = None  # import {missing} -> ImportError
         from actormem import MemoryRuntime
         try:
             MemoryRuntime(store="postgresql://ada@127.0.0.1:1/mem")
@@ -58,6 +61,7 @@ def test_a_url_without_the_postgres_extra_says_what_to_install(tmp_path: Path) -
     )
     assert proc.returncode == 3, proc.stderr
     assert "pip install 'actormem[postgres]'" in proc.stdout
+    assert f"{missing} is missing" in proc.stdout
 
 
 def test_the_runtime_opens_and_closes_a_store_from_a_path(tmp_path: Path) -> None:
