@@ -49,7 +49,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
@@ -72,13 +72,17 @@ from actormem.store._duckdb_rows import (
     execute_insert,
     history_table,
     insert_table,
+    small_statements,
     ts_array,
     update_rows,
 )
+from actormem.store._duckdb_sql import lit
+from actormem.store._duckdb_view import IndexView as _IndexView
 from actormem.store._files import rich_progress
+from actormem.store._group_commit import GroupCommit
 from actormem.store._index import APPROX_MIN_ROWS, MemoryIndex, Prepared, prepare
 from actormem.store._limits import STORE_SETTINGS
-from actormem.store._planning import Planner, ScopeState
+from actormem.store._planning import Planner
 from actormem.store._protocol import ProgressCallback
 from actormem.store._ranking import Scored
 from actormem.store._records import (
@@ -124,68 +128,6 @@ def _locked_message(path: str, cause: str) -> str:
         f"hosts, use the PostgreSQL backend (store='postgresql://...', "
         f"pip install 'actormem[postgres]'). DuckDB said: {cause}"
     )
-
-
-class _IndexView:
-    """The planner's view of a DuckDB store: its index and its write cursor."""
-
-    def __init__(self, store: DuckDBStore) -> None:
-        self._store = store
-        self._index = store._index
-
-    def record(self, memory_id: str) -> MemoryRecord | None:
-        return self._index.record(memory_id)
-
-    def find_hash(self, key: Key, content_hash: str) -> str | None:
-        return self._index.find_hash(key, content_hash)
-
-    def id_taken(self, memory_id: str) -> bool:
-        return self._index.row_of(memory_id) is not None or self._store._exists(memory_id)
-
-    def existing_ids(self, ids: Sequence[str]) -> set[str]:
-        # An Arrow table, not a list parameter: binding a Python list of 5,000
-        # strings cost DuckDB's binding ~7 s (a module lookup per item).
-        cur = self._store._wcur
-        cur.register("_ids", pa.table({"id": pa.array(list(ids), type=pa.string())}))
-        try:
-            rows = cur.execute("SELECT m.id FROM memories m JOIN _ids USING (id)").fetchall()
-        finally:
-            cur.unregister("_ids")
-        return {r[0] for r in rows}
-
-    def nearest(
-        self, key: Key, vectors: F32, threshold: float
-    ) -> builtins.list[tuple[float, MemoryRecord] | None]:
-        index = self._index
-        rows = index.exact_rows(key)
-        best_sim = np.full(len(vectors), -1.0, dtype=np.float32)
-        best_row = np.full(len(vectors), -1, dtype=np.int64)
-        if rows.size:
-            for start in range(0, len(vectors), 256):
-                chunk = vectors[start : start + 256]
-                sims = index.cosine_many(rows, chunk)  # (rows, chunk)
-                arg = sims.argmax(axis=0)
-                best_sim[start : start + len(chunk)] = sims[arg, np.arange(len(chunk))]
-                best_row[start : start + len(chunk)] = rows[arg]
-        return [
-            (float(best_sim[j]), index.records([int(best_row[j])])[0])
-            if best_sim[j] >= threshold
-            else None
-            for j in range(len(vectors))
-        ]
-
-    def scope_state(self, namespace: Namespace) -> ScopeState:
-        index = self._index
-        rows = index.scope_rows(namespace)
-        arrays = index.arrays(rows)
-        return ScopeState(
-            records=index.records(rows),
-            importance=arrays["importance"],
-            access=arrays["access"],
-            last=arrays["last"],
-            created=arrays["created"],
-            vectors=lambda: index.vectors(rows),
-        )
 
 
 class DuckDBStore(DuckDBQueries, StoreBase):
@@ -290,6 +232,9 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         self._cursors: builtins.list[tuple[threading.Thread, Any]] = []
         self._cursors_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._group = GroupCommit(
+            self._write_lock, self._commit, lambda: self._clock(), self._check_open
+        )
 
         self.path = str(path)
         if self.path != ":memory:":
@@ -375,7 +320,8 @@ class DuckDBStore(DuckDBQueries, StoreBase):
     def _commit_txn(self, cur: Any) -> None:
         """Commit, counting the commit in the file and then in the commit record."""
         seq = self._seq + 1
-        cur.execute("UPDATE store_meta SET value = ? WHERE key = 'commit_seq'", [str(seq)])
+        # a literal, not a parameter (see actormem.store._duckdb_sql)
+        cur.execute(f"UPDATE store_meta SET value = {lit(str(seq))} WHERE key = 'commit_seq'")
         cur.execute("COMMIT")
         self._seq = seq
         if self._commits is not None:  # after the commit: the record never runs ahead
@@ -560,7 +506,17 @@ class DuckDBStore(DuckDBQueries, StoreBase):
     # -- writes ------------------------------------------------------------------------
 
     def _write(self, what: str, plan: Plan[T], *, lock: Namespace | None = None) -> T:
-        """Plan and commit one write under the writer lock (one process owns the file)."""
+        """Plan and commit one write under the writer lock (one process owns the file).
+
+        Writes of one concrete namespace (``lock``) may share a transaction with
+        other namespaces' concurrent writes (:mod:`actormem.store._group_commit`).
+        """
+        if lock is not None:
+
+            def planned(now: float, batch: Batch) -> T:
+                return plan(Planner(_IndexView(self), self._weights, self._near), now, batch)
+
+            return self._group.write(lock.key(), planned)
         with self._write_lock:
             self._check_open()
             now = self._clock()
@@ -620,6 +576,17 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         )
 
     def _transaction(self, batch: Batch, now: float, tables: Tables | None = None) -> None:
+        if tables is None:
+            statements = small_statements(self._dim, batch, now)
+            if statements is not None:
+
+                def write_small(cur: Any) -> None:
+                    self._flush_touches(cur, own_txn=False)
+                    for sql in statements:
+                        cur.execute(sql)
+
+                self._run_txn("write", write_small)
+                return
         built = tables if tables is not None else self._tables(batch, now)
 
         def write(cur: Any) -> None:

@@ -1,8 +1,10 @@
 """How DuckDB stores a batch: the Arrow tables of inserts, updates and history rows.
 
-Rows go into DuckDB as registered Arrow tables (``INSERT ... SELECT`` /
+Batches go into DuckDB as registered Arrow tables (``INSERT ... SELECT`` /
 ``UPDATE ... FROM``), never ``executemany`` (about 54 rows/s with list
-parameters against about 100k rows/s from Arrow).  Used by
+parameters against about 100k rows/s from Arrow).  Small batches (a single
+``add``, a keyed fact) are written as SQL text with literal values instead
+(:mod:`actormem.store._duckdb_sql` says why).  Used by
 :class:`~actormem.store.DuckDBStore`'s write path.
 """
 
@@ -17,17 +19,23 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from actormem.store._records import Change, json_text, strs_json, us
+from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql, vector_lit
+from actormem.store._records import Batch, Change, json_text, strs_json, us
 from actormem.store._types import MemoryRecord, Namespace
 
 __all__ = [
+    "SMALL_BATCH",
     "Tables",
     "execute_history",
     "execute_insert",
+    "history_sql",
     "history_table",
+    "insert_sql",
     "insert_table",
+    "small_statements",
     "ts_array",
     "update_rows",
+    "update_sql",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -202,3 +210,142 @@ def execute_history(cur: Any, tbl: pa.Table) -> None:
         )
     finally:
         cur.unregister("_hist")
+
+
+# -- small batches as SQL text (see actormem.store._duckdb_sql) ---------------------------
+
+#: Batches up to this many rows are written as SQL literals, larger ones through Arrow.
+SMALL_BATCH = 32
+
+
+def _ts_lit(value: float | None) -> str:
+    return "NULL" if value is None else f"make_timestamp({us(value)})"
+
+
+def insert_sql(dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32]) -> str:
+    """An ``INSERT ... VALUES`` of ``records`` with literal values.
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal (use :func:`insert_table`).
+    """
+    rows = []
+    for r, v in zip(records, vectors, strict=True):
+        key = r.namespace.key()
+        rows.append(
+            row_sql(
+                [
+                    lit(r.id),
+                    lit(key[0]),
+                    lit(key[1]),
+                    lit(key[2]),
+                    lit(key[3]),
+                    lit(r.kind),
+                    lit(r.content),
+                    lit(r.content_hash),
+                    vector_lit(v, dim),
+                    lit(float(r.importance)),
+                    lit(strs_json(r.tags)),
+                    lit(strs_json(r.source_ids)),
+                    _ts_lit(r.created_at),
+                    _ts_lit(r.updated_at),
+                    _ts_lit(r.last_accessed),
+                    lit(int(r.access_count)),
+                    lit(r.superseded_by),
+                    _ts_lit(r.deleted_at),
+                    f"CAST({lit(json_text(r.metadata))} AS JSON)",
+                ]
+            )
+        )
+    return (
+        "INSERT INTO memories (id, user_id, agent_id, run_id, session_id, kind, content, "
+        "content_hash, embedding, importance, tags, source_ids, created_at, updated_at, "
+        "last_accessed, access_count, superseded_by, deleted_at, metadata) VALUES "
+        + ", ".join(rows)
+    )
+
+
+def update_sql(dim: int, change: Change) -> str:
+    """The ``UPDATE`` of one changed row with literal values (see :func:`update_rows`).
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
+    r = change.record
+    sets = [
+        f"kind = {lit(r.kind)}",
+        f"content = {lit(r.content)}",
+        f"content_hash = {lit(r.content_hash)}",
+        f"importance = {lit(float(r.importance))}",
+        f"tags = {lit(strs_json(r.tags))}",
+        f"source_ids = {lit(strs_json(r.source_ids))}",
+        f"updated_at = {_ts_lit(r.updated_at)}",
+        f"access_count = access_count + {lit(int(change.access_delta))}",
+        f"superseded_by = {lit(r.superseded_by)}",
+        f"deleted_at = {_ts_lit(r.deleted_at)}",
+        f"metadata = CAST({lit(json_text(r.metadata))} AS JSON)",
+    ]
+    if change.content_vector is not None:
+        sets.append(f"embedding = {vector_lit(change.content_vector, dim)}")
+    return f"UPDATE memories SET {', '.join(sets)} WHERE id = {lit(r.id)}"
+
+
+def history_sql(
+    rows: Sequence[tuple[str, Namespace, str, str | None, str | None, str]], now: float
+) -> str:
+    """An ``INSERT ... VALUES`` of history rows written at ``now`` (see :func:`history_table`).
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
+    prefix = uuid.uuid4().hex
+    values = []
+    for i, (mid, ns, op, old, new, reason) in enumerate(rows):
+        key = ns.key()
+        values.append(
+            row_sql(
+                [
+                    lit(f"{prefix}-{i}"),
+                    lit(mid),
+                    lit(key[0]),
+                    lit(key[1]),
+                    lit(key[2]),
+                    lit(key[3]),
+                    lit(op),
+                    lit(old),
+                    lit(new),
+                    _ts_lit(now),
+                    lit(reason),
+                ]
+            )
+        )
+    return (
+        "INSERT INTO history (id, memory_id, user_id, agent_id, run_id, session_id, op, "
+        "old_content, new_content, ts, reason) VALUES " + ", ".join(values)
+    )
+
+
+def small_statements(dim: int, batch: Batch, now: float) -> list[str] | None:
+    """A small batch as SQL text with literal values, or None to use Arrow tables.
+
+    A one-row write through Arrow costs a table registration and DuckDB's
+    look-ups of pandas for it; as literals it is one parse (see
+    :mod:`actormem.store._duckdb_sql`).
+    """
+    if (
+        len(batch.inserts) > SMALL_BATCH
+        or len(batch.changes) > SMALL_BATCH
+        or len(batch.history) > 4 * SMALL_BATCH
+    ):
+        return None
+    try:
+        out: list[str] = []
+        if batch.inserts:
+            out.append(
+                insert_sql(dim, [r for r, _ in batch.inserts], [v for _, v in batch.inserts])
+            )
+        out.extend(update_sql(dim, change) for change in batch.changes.values())
+        if batch.history:
+            out.append(history_sql(batch.history, now))
+    except UnsafeLiteral:  # e.g. a NUL character in a string: bound through Arrow
+        return None
+    return out

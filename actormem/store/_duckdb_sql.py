@@ -1,0 +1,74 @@
+"""SQL literals for DuckDB's small writes: one-row inserts and updates without bound parameters.
+
+Why not parameters: DuckDB's Python client (1.5.5) tries ``import pandas``
+for every bound parameter (about 1.6 failed imports per value; pandas is
+not a dependency, and a failed import is not cached, so each one walks
+``sys.path``: ~135 us here).  A one-row insert of a memory with its ~20
+values cost more in those look-ups than in DuckDB, and a FLOAT[256] vector
+bound as a list costs ~45 ms.  Registering an Arrow table (the batched
+path) costs ~0.5 ms per table plus its own look-ups.
+
+So small writes are sent as SQL text with the values written as literals
+by :func:`lit`, which accepts only ``None``, ``bool``, ``int``, finite
+``float`` and ``str``; strings are quoted the SQL-standard way (DuckDB's
+plain ``'...'`` literal has no backslash escapes: the only special
+character is the quote, which is doubled).  A string holding a NUL
+character is refused (:class:`UnsafeLiteral`): callers fall back to bound
+parameters for it.  Vectors are written as one string literal cast to
+``FLOAT[dim]`` (DuckDB parses it in C++; the ``repr`` of a float32 widened
+to a double parses back to the same float32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["UnsafeLiteral", "lit", "row_sql", "vector_lit"]
+
+
+class UnsafeLiteral(ValueError):
+    """A value that :func:`lit` does not write as a literal (use a parameter)."""
+
+
+def lit(value: Any) -> str:
+    """``value`` as a DuckDB SQL literal.
+
+    Raises:
+        UnsafeLiteral: Not ``None``/bool/int/finite float/str, or a str with a NUL.
+    """
+    if value is None:
+        return "NULL"
+    kind = type(value)
+    if kind is str:
+        if "\x00" in value:
+            raise UnsafeLiteral("a string with a NUL character")
+        text: str = value
+        return "'" + text.replace("'", "''") + "'"
+    if kind is bool:
+        return "TRUE" if value else "FALSE"
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise UnsafeLiteral(f"a non-finite float {value!r}")
+        # a bare 0.1 would be a DECIMAL; the string parses to the same double
+        return f"CAST('{value!r}' AS DOUBLE)"
+    raise UnsafeLiteral(f"no literal for {kind.__name__}")
+
+
+def vector_lit(vector: npt.NDArray[np.float32], dim: int) -> str:
+    """A float32 vector as ``CAST('[...]' AS FLOAT[dim])``."""
+    values = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if values.size != dim or not np.isfinite(values).all():
+        raise UnsafeLiteral(f"a vector of {values.size} values (or non-finite), expected {dim}")
+    return f"CAST('[{','.join(map(repr, values.tolist()))}]' AS FLOAT[{int(dim)}])"
+
+
+def row_sql(values: Sequence[str]) -> str:
+    """One ``(...)`` row of a ``VALUES`` list from already written literals."""
+    return "(" + ", ".join(values) + ")"

@@ -1,0 +1,89 @@
+"""The planner's view of a DuckDB store (:class:`~actormem.store._planning.PlanView`).
+
+Kept apart from :mod:`actormem.store._duckdb` (connection handling and the
+write path): the planner reads the in-memory index, and asks the file only
+whether ids exist.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from actormem.store._planning import ScopeState
+from actormem.store._types import MemoryRecord, Namespace
+
+if TYPE_CHECKING:
+    from actormem.store._duckdb import DuckDBStore
+
+__all__ = ["IndexView"]
+
+F32 = npt.NDArray[np.float32]
+Key = tuple[str, str, str, str]
+
+
+class IndexView:
+    """The planner's view of a DuckDB store: its index and its write cursor."""
+
+    def __init__(self, store: DuckDBStore) -> None:
+        self._store = store
+        self._index = store._index
+
+    def record(self, memory_id: str) -> MemoryRecord | None:
+        return self._index.record(memory_id)
+
+    def find_hash(self, key: Key, content_hash: str) -> str | None:
+        return self._index.find_hash(key, content_hash)
+
+    def id_taken(self, memory_id: str) -> bool:
+        return self._index.row_of(memory_id) is not None or self._store._exists(memory_id)
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        # An Arrow table, not a list parameter: binding a Python list of 5,000
+        # strings cost DuckDB's binding ~7 s (a module lookup per item).
+        cur = self._store._wcur
+        cur.register("_ids", pa.table({"id": pa.array(list(ids), type=pa.string())}))
+        try:
+            rows = cur.execute("SELECT m.id FROM memories m JOIN _ids USING (id)").fetchall()
+        finally:
+            cur.unregister("_ids")
+        return {r[0] for r in rows}
+
+    def nearest(
+        self, key: Key, vectors: F32, threshold: float
+    ) -> builtins.list[tuple[float, MemoryRecord] | None]:
+        index = self._index
+        rows = index.exact_rows(key)
+        best_sim = np.full(len(vectors), -1.0, dtype=np.float32)
+        best_row = np.full(len(vectors), -1, dtype=np.int64)
+        if rows.size:
+            for start in range(0, len(vectors), 256):
+                chunk = vectors[start : start + 256]
+                sims = index.cosine_many(rows, chunk)  # (rows, chunk)
+                arg = sims.argmax(axis=0)
+                best_sim[start : start + len(chunk)] = sims[arg, np.arange(len(chunk))]
+                best_row[start : start + len(chunk)] = rows[arg]
+        return [
+            (float(best_sim[j]), index.records([int(best_row[j])])[0])
+            if best_sim[j] >= threshold
+            else None
+            for j in range(len(vectors))
+        ]
+
+    def scope_state(self, namespace: Namespace) -> ScopeState:
+        index = self._index
+        rows = index.scope_rows(namespace)
+        arrays = index.arrays(rows)
+        return ScopeState(
+            records=index.records(rows),
+            importance=arrays["importance"],
+            access=arrays["access"],
+            last=arrays["last"],
+            created=arrays["created"],
+            vectors=lambda: index.vectors(rows),
+        )

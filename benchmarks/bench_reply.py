@@ -1,0 +1,94 @@
+"""``ReActAgent.reply`` overhead per turn with an instant scripted model.
+
+Three set-ups in one run, 200 turns each (``--turns``): no long-term store;
+a DuckDB store with AutoContext (STATIC_CONTROL: retrieve before the turn,
+record after it); the same with ``journal=True`` (NOW and LOG kept in
+DuckDB and in files).  The model answers at once, so each turn's time is
+the memory's overhead.  Also counts the failed ``import pandas`` look-ups
+(``sys.meta_path`` finders asked for ``pandas``) per turn: DuckDB's Python
+client asks for pandas for each bound parameter and pandas is not a
+dependency, so each one walks ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from actormem import MemoryRuntime
+from actormem.agent import ReActAgent
+from actormem.models.scripted import ScriptedModel
+from actormem.store import Namespace
+from benchmarks._common import print_table, summary, write_results
+
+
+class _PandasSpy:
+    """A meta-path finder that only counts look-ups of ``pandas``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            self.count += 1
+
+
+def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"session_dir": folder / kind}
+    if kind != "no store":
+        kwargs["store"] = folder / f"{kind.replace(' ', '_')}.duckdb"
+        kwargs["namespace"] = Namespace(user_id="bench", agent_id="agent")
+    if kind == "store + autocontext + journal":
+        kwargs["journal"] = True
+    spy = _PandasSpy()
+    with MemoryRuntime(**kwargs) as rt:
+        agent = ReActAgent("bench", ScriptedModel(lambda _: "Noted.", cycle=True), rt)
+        for i in range(5):  # warm-up: embedder, caches, files
+            agent.reply(f"warm-up message {i}")
+        times = []
+        sys.meta_path.insert(0, spy)  # type: ignore[arg-type]
+        try:
+            for i in range(turns):
+                t0 = time.perf_counter()
+                agent.reply(f"turn {i}: I like green tea and trains to Lisbon number {i}")
+                times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            sys.meta_path.remove(spy)  # type: ignore[arg-type]
+        rt.flush()
+    return {"ms": summary(times), "pandas_lookups_per_turn": spy.count / turns}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=200)
+    args = parser.parse_args(argv)
+    res: dict[str, Any] = {"turns": args.turns}
+    with tempfile.TemporaryDirectory() as d:
+        for kind in ("no store", "store + autocontext", "store + autocontext + journal"):
+            res[kind] = _run(kind, args.turns, Path(d))
+    base = res["no store"]["ms"]["p50"]
+    rows = [
+        [
+            kind,
+            res[kind]["ms"]["p50"],
+            res[kind]["ms"]["p99"],
+            res[kind]["ms"]["p50"] / base,
+            res[kind]["pandas_lookups_per_turn"],
+        ]
+        for kind in ("no store", "store + autocontext", "store + autocontext + journal")
+    ]
+    print_table(
+        f"ReActAgent.reply overhead per turn, scripted model, {args.turns} turns",
+        ["set-up", "p50 ms", "p99 ms", "x no store (p50)", "pandas look-ups/turn"],
+        rows,
+    )
+    print(f"results: {write_results('bench_reply', res)}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

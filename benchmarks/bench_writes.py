@@ -1,0 +1,181 @@
+"""Single durable writes: ``store.add()`` one memory at a time, keyed facts, group commit.
+
+Side by side in one run, on one DuckDB file prefilled with ``--rows`` memories
+(WordLlama vectors):
+
+* the disk's floor: ``write`` + ``fsync`` of 2 KB in a loop (each DuckDB
+  commit syncs its WAL once, so a single thread cannot add faster than
+  this); every add rate is also given as a ratio to it;
+* ``store.add()`` one call at a time from 1 thread (durable: each returns
+  after its commit), then from 8 and 32 threads, each in its own namespace
+  (group commit: concurrent writes of different namespaces share one
+  transaction; the mean group size is reported);
+* ``save_fact`` / ``get_fact`` / ``get_fact`` of a missing key (KeyedFacts on
+  the same store), p50 and p99.
+
+Run it under ``nice -n 19`` on a shared machine; absolute times move with the
+load, ratios much less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from actormem.models.embedders import WordLlamaEmbedder
+from actormem.recorder import KeyedFacts
+from actormem.store import DuckDBStore, Namespace
+from benchmarks._common import print_table, summary, write_results
+
+
+def fsync_floor(folder: Path, n: int) -> dict[str, float]:
+    """Latency of a 2 KB append + fsync (ms)."""
+    path = folder / "fsync.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    times = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 2048)
+            os.fsync(fd)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return summary(times)
+
+
+def single_adds(store: DuckDBStore, n: int) -> dict[str, float]:
+    ns = Namespace(user_id="single")
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        store.add(ns, f"single durable write number {i} about tea and trains", tags=["bench"])
+        times.append((time.perf_counter() - t0) * 1000)
+    out = summary(times)
+    out["per_s"] = n / (sum(times) / 1000)
+    return out
+
+
+def threaded_adds(store: DuckDBStore, threads: int, per_thread: int) -> dict[str, float]:
+    groups0, grouped0 = store._group.groups, store._group.grouped
+    start = threading.Barrier(threads + 1)
+
+    def work(t: int) -> None:
+        ns = Namespace(user_id=f"thread{threads}-{t}")
+        start.wait()
+        for i in range(per_thread):
+            store.add(ns, f"thread {t} writes memory {i} about the weather")
+
+    jobs = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for job in jobs:
+        job.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for job in jobs:
+        job.join()
+    seconds = time.perf_counter() - t0
+    groups = store._group.groups - groups0
+    return {
+        "per_s": threads * per_thread / seconds,
+        "mean_group": (store._group.grouped - grouped0) / max(groups, 1),
+    }
+
+
+def facts(store: DuckDBStore, n: int) -> dict[str, dict[str, float]]:
+    kf = KeyedFacts(store, Namespace(user_id="facts"))
+    save, get, miss = [], [], []
+    for i in range(n):
+        t0 = time.perf_counter()
+        kf.save(f"key{i % 20}", f"value {i}")
+        save.append((time.perf_counter() - t0) * 1000)
+    for i in range(n):
+        t0 = time.perf_counter()
+        assert kf.get(f"key{i % 20}") is not None
+        get.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        assert kf.get(f"missing{i}") is None
+        miss.append((time.perf_counter() - t0) * 1000)
+    return {"save_fact": summary(save), "get_fact": summary(get), "get_missing": summary(miss)}
+
+
+def run(rows: int, n: int) -> dict[str, Any]:
+    embedder = WordLlamaEmbedder()
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        store = DuckDBStore(folder / "w.duckdb", embedder=embedder, touch_flush_interval=None)
+        try:
+            texts = [f"prefilled memory {i} on topic {i % 97}" for i in range(rows)]
+            for start in range(0, rows, 10_000):
+                store.add_many(Namespace(user_id="prefill"), texts[start : start + 10_000])
+            floor = fsync_floor(folder, n)
+            one = single_adds(store, n)
+            many = {t: threaded_adds(store, t, max(1, 2 * n // t)) for t in (8, 32)}
+            fact = facts(store, n)
+            floor_after = fsync_floor(folder, n)
+        finally:
+            store.close()
+    fsync_per_s = 1000 / ((floor["p50"] + floor_after["p50"]) / 2)
+    return {
+        "rows": rows,
+        "fsync_ms": floor,
+        "fsync_ms_after": floor_after,
+        "fsync_per_s": fsync_per_s,
+        "add_1_thread": one,
+        "add_threads": many,
+        "facts": fact,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000, help="memories prefilled")
+    parser.add_argument("-n", type=int, default=300, help="single writes per measure")
+    args = parser.parse_args(argv)
+    res = run(args.rows, args.n)
+    f = res["fsync_per_s"]
+    rows = [
+        [
+            "fsync floor (2 KB write + fsync)",
+            f,
+            1.0,
+            res["fsync_ms"]["p50"],
+            res["fsync_ms"]["p99"],
+        ],
+        [
+            "store.add(), 1 thread",
+            res["add_1_thread"]["per_s"],
+            res["add_1_thread"]["per_s"] / f,
+            res["add_1_thread"]["p50"],
+            res["add_1_thread"]["p99"],
+        ],
+    ]
+    for t, r in res["add_threads"].items():
+        rows.append(
+            [
+                f"store.add(), {t} threads (group {r['mean_group']:.1f})",
+                r["per_s"],
+                r["per_s"] / f,
+                "",
+                "",
+            ]
+        )
+    for name, s in res["facts"].items():
+        rows.append([name, 1000 / s["p50"], "", s["p50"], s["p99"]])
+    print_table(
+        f"single durable writes, {res['rows']:,} memories prefilled",
+        ["measure", "per s", "x fsync floor", "p50 ms", "p99 ms"],
+        rows,
+    )
+    path = write_results("bench_writes", res)
+    print(f"results: {path}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

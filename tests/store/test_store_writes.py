@@ -1,0 +1,213 @@
+"""The DuckDB store's small-write path (SQL literals) and group commit.
+
+Small batches are written as SQL text with literal values
+(:mod:`actormem.store._duckdb_sql`); concurrent writes to different
+namespaces share one transaction (:mod:`actormem.store._group_commit`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from actormem.models.embedders import HashEmbedder
+from actormem.store import DuckDBStore, InvalidMemoryError, Namespace, NewMemory
+from actormem.store._duckdb_sql import UnsafeLiteral, lit, vector_lit
+
+NASTY = [
+    "plain",
+    "it's",
+    "''",
+    "'; DROP TABLE memories; --",
+    "back\\slash \\' and \\n",
+    "line\nbreak\ttab\r",
+    "$$dollar$$ ? $1 %s {x}",
+    "unicode é 中文 🙂",
+    "",
+]
+
+
+def test_literals_read_back_exactly_from_duckdb() -> None:
+    con = duckdb.connect()
+    for text in NASTY:
+        assert con.execute(f"SELECT {lit(text)}").fetchall() == [(text,)]
+    for value in (None, True, False, 0, -7, 2**62, 0.1, -1e-300, 1.5e300):
+        assert con.execute(f"SELECT {lit(value)}").fetchall() == [(value,)]
+    vec = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    (got,) = con.execute(f"SELECT {vector_lit(vec, 64)}").fetchall()[0]
+    assert np.array_equal(np.asarray(got, dtype=np.float32), vec)
+
+
+@pytest.mark.parametrize(
+    "bad", ["a\x00b", float("nan"), float("inf"), b"bytes", [1], np.float32(1.0)]
+)
+def test_values_without_a_safe_literal_are_refused(bad: object) -> None:
+    with pytest.raises(UnsafeLiteral):
+        lit(bad)
+    with pytest.raises(UnsafeLiteral):
+        vector_lit(np.array([1.0, float("nan")], dtype=np.float32), 2)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[DuckDBStore]:
+    with DuckDBStore(
+        tmp_path / "w.duckdb",
+        embedder=HashEmbedder(64),
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+    ) as s:
+        yield s
+
+
+def test_single_writes_of_nasty_text_round_trip_through_the_file(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    ns = Namespace(user_id="o'brien", agent_id="a\\b")
+    ids = {}
+    for i, text in enumerate(t for t in NASTY if t):
+        res = store.add(
+            ns,
+            f"{text} #{i}",
+            tags=[text or "x", "t'2"],
+            source_ids=[f"m'{i}"],
+            metadata={"q": text, "n": i},
+        )
+        ids[res.id] = text
+    some = next(iter(ids))
+    store.update(ns, some, content="updated 'text' \\ again", tags=["new'tag"])
+    store.close()
+    with DuckDBStore(
+        tmp_path / "w.duckdb", embedder=HashEmbedder(64), touch_flush_interval=None
+    ) as again:
+        for mid, text in ids.items():
+            rec = again.get(ns, mid)
+            assert rec is not None
+            if mid == some:
+                assert rec.content == "updated 'text' \\ again" and rec.tags == ("new'tag",)
+                assert [h.op for h in again.history(ns, mid)] == ["ADD", "UPDATE"]
+            else:
+                assert rec.content.startswith(text) and rec.tags == (text, "t'2")
+                assert rec.metadata["q"] == text and rec.source_ids[0].startswith("m'")
+
+
+def test_a_string_with_a_nul_is_written_through_the_arrow_path(store: DuckDBStore) -> None:
+    ns = Namespace(user_id="u")
+    res = store.add(ns, "nul \x00 inside", metadata={"raw": "a\x00b"})
+    row = store._wcur.execute("SELECT content FROM memories WHERE id = ?", [res.id]).fetchall()
+    assert row == [("nul \x00 inside",)]
+    rec = store.get(ns, res.id)
+    assert rec is not None and rec.metadata == {"raw": "a\x00b"}
+
+
+def _hold_and_queue(store: DuckDBStore, jobs: list[threading.Thread]) -> None:
+    """Start ``jobs`` while the writer lock is held; release once all are queued."""
+    queued = threading.Condition()
+    group = store._group
+    original = group._queue.append
+
+    class Queue(list):  # type: ignore[type-arg]
+        def append(self, item: object) -> None:
+            super().append(item)
+            with queued:
+                queued.notify_all()
+
+    with store._write_lock:
+        group._queue = Queue(group._queue)
+        for job in jobs:
+            job.start()
+        with queued:
+            assert queued.wait_for(lambda: len(group._queue) == len(jobs), timeout=60)
+    del original
+
+
+def test_concurrent_writes_to_different_namespaces_share_one_commit(store: DuckDBStore) -> None:
+    before = store._group.groups
+    errors: list[BaseException] = []
+
+    def add(i: int) -> None:
+        try:
+            store.add(Namespace(user_id=f"user{i}"), f"memory of user {i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    jobs = [threading.Thread(target=add, args=(i,)) for i in range(6)]
+    _hold_and_queue(store, jobs)
+    for job in jobs:
+        job.join(60)
+    assert not errors
+    assert store._group.groups - before == 1  # one transaction for all six
+    for i in range(6):
+        hits = store.search(f"memory of user {i}", Namespace(user_id=f"user{i}"))
+        assert [h.memory.content for h in hits] == [f"memory of user {i}"]
+
+
+def test_same_namespace_writes_are_not_grouped_and_still_deduplicate(
+    store: DuckDBStore,
+) -> None:
+    ns = Namespace(user_id="same")
+    results: list[str] = []
+
+    def add() -> None:
+        results.append(store.add(ns, "the very same fact").op)
+
+    jobs = [threading.Thread(target=add) for _ in range(4)]
+    before = store._group.groups
+    _hold_and_queue(store, jobs)
+    for job in jobs:
+        job.join(60)
+    assert sorted(results) == ["ADD", "MERGE", "MERGE", "MERGE"]
+    assert store._group.groups - before == 4
+    assert store.count(ns) == 1
+
+
+def test_one_failing_request_does_not_fail_its_group(store: DuckDBStore) -> None:
+    store.add(Namespace(user_id="owner"), NewMemory(content="taken", id="fixed-id"))
+    outcome: dict[int, str] = {}
+
+    def add(i: int) -> None:
+        ns = Namespace(user_id=f"g{i}")
+        item = NewMemory(content=f"item {i}", id="fixed-id" if i == 2 else None)
+        try:
+            store.add(ns, item)
+            outcome[i] = "ok"
+        except InvalidMemoryError as exc:
+            outcome[i] = str(exc)
+
+    jobs = [threading.Thread(target=add, args=(i,)) for i in range(4)]
+    _hold_and_queue(store, jobs)
+    for job in jobs:
+        job.join(60)
+    assert outcome[0] == outcome[1] == outcome[3] == "ok"
+    assert "fixed-id" in outcome[2]
+    for i in (0, 1, 3):
+        assert store.count(Namespace(user_id=f"g{i}")) == 1
+    assert store.count(Namespace(user_id="g2")) == 0
+
+
+def test_a_failed_shared_commit_is_retried_request_by_request(
+    store: DuckDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = store._group._commit
+    calls: list[int] = []
+
+    def flaky(batch: object, now: float) -> None:
+        calls.append(len(batch.inserts))  # type: ignore[attr-defined]
+        if len(batch.inserts) > 1:  # type: ignore[attr-defined]
+            raise RuntimeError("shared transaction failed")
+        real(batch, now)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store._group, "_commit", flaky)
+    jobs = [
+        threading.Thread(target=store.add, args=(Namespace(user_id=f"r{i}"), f"fact {i}"))
+        for i in range(3)
+    ]
+    _hold_and_queue(store, jobs)
+    for job in jobs:
+        job.join(60)
+    assert calls == [3, 1, 1, 1]
+    assert all(store.count(Namespace(user_id=f"r{i}")) == 1 for i in range(3))
