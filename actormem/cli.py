@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import signal
 import sys
 import tempfile
 import threading
@@ -746,21 +747,31 @@ def cmd_ui(args: argparse.Namespace, console: Console) -> int:
         memory_dir=args.memory_dir,
     )
     store = _open_ui_store(args.db)
+    # Ctrl-C and SIGTERM (a service manager, `kill`) only set an event, so a
+    # signal landing anywhere (even inside a print) ends in the same orderly
+    # stop: the server first, then the store (which releases a DuckDB lock).
+    # A signal the caller ignores (nohup, a background job) stays ignored.
+    stop = threading.Event()
+    previous: dict[signal.Signals, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
         server = UIServer(store, config=config).start()
-        mode = "edits allowed" if args.allow_edits else "read-only"
-        # Plain print: the URL must never be wrapped or styled (people copy it).
-        print(f"memory explorer for {store_label(args.db)} ({mode}): {server.url}", flush=True)
-        print("press Ctrl-C to stop", flush=True)
         try:
-            while not server.wait(0.5):
+            mode = "edits allowed" if args.allow_edits else "read-only"
+            # Plain print: the URL must never be wrapped or styled (people copy it).
+            url = server.url
+            print(f"memory explorer for {store_label(args.db)} ({mode}): {url}", flush=True)
+            print("press Ctrl-C to stop", flush=True)
+            while not stop.is_set() and not server.wait(0.5):
                 pass
-        except KeyboardInterrupt:
-            pass
         finally:
             server.stop()
     finally:
         store.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

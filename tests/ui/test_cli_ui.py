@@ -70,7 +70,8 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_serves_a_store_until_interrupted(tmp_path: Path, stop_signal: signal.Signals) -> None:
     db = tmp_path / "m.duckdb"
     with DuckDBStore(db) as s:
         seed_store(s)
@@ -95,7 +96,7 @@ def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
         timeline = httpx.get(url + "timeline?user=ada&agent=travel", timeout=30)
         assert timeline.status_code == 200 and "timeline-chart" in timeline.text
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop_signal)
         try:
             code = proc.wait(120)
         except subprocess.TimeoutExpired:
@@ -103,7 +104,9 @@ def test_serves_a_store_until_interrupted(tmp_path: Path) -> None:
             # every thread's stack on SIGABRT, so the failure says where.
             proc.send_signal(signal.SIGABRT)
             _, err = proc.communicate(timeout=30)
-            pytest.fail(f"actormem ui did not stop within 120 s of Ctrl-C:\n{err[-6000:]}")
+            pytest.fail(
+                f"actormem ui did not stop within 120 s of {stop_signal.name}:\n{err[-6000:]}"
+            )
         assert code == 0, proc.stderr.read() if proc.stderr else ""
     with DuckDBStore(db) as s:  # the lock was released
         assert s.count(seed_namespace()) > 0
