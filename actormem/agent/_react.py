@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import structlog
 
+from actormem._door import check_settings
+from actormem._settings import AGENT_ARGS
 from actormem.agent._hooks import MemoryHooks, log_messages
 from actormem.agent.tools import Tool, ToolRegistry
 from actormem.messages import MessageError, Msg, TextBlock, ToolUseBlock
@@ -131,8 +133,15 @@ class ReActAgent(StateModule):
         model_timeout: float | None = None,
     ) -> None:
         super().__init__()
-        if max_iters < 1:
-            raise ValueError(f"max_iters must be at least 1, got {max_iters}")
+        check_settings(
+            {
+                "max_iters": max_iters,
+                "inject_max_tokens": inject_max_tokens,
+                "model_timeout": model_timeout,
+            },
+            AGENT_ARGS,
+            "ReActAgent",
+        )
         self.name = name
         self.sys_prompt = sys_prompt
         self.max_iters = max_iters

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+from actormem._settings import AUTOCONTEXT_FIELDS, check_fields
 from actormem.compress._tokens import EstimateTokenCounter, TokenCounter
 
 if TYPE_CHECKING:
@@ -160,6 +161,7 @@ class AutoContextConfig:
         if self.last_keep is None:
             object.__setattr__(self, "last_keep", min(50, self.msg_threshold // 2))
             object.__setattr__(self, "_derived_keep", True)
+
         _positive_int("max_token", self.max_token, minimum=256)
         _ratio("token_ratio", self.token_ratio)
         _positive_int("last_keep", self.last_keep, minimum=0)
@@ -219,6 +221,8 @@ class AutoContextConfig:
                 "AutoContextConfig.token_counter must have count(text) and count_msgs(msgs), "
                 f"got {type(counter).__name__}"
             )
+        # Every numeric field has a declared range, upper bound included (actormem._settings).
+        check_fields(self, AUTOCONTEXT_FIELDS, "AutoContextConfig", error=ValueError)
 
     @property
     def token_budget(self) -> int:

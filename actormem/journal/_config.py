@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actormem._settings import JOURNAL_FIELDS, check_fields
+
 __all__ = ["JournalConfig"]
 
 
@@ -102,6 +104,8 @@ class JournalConfig:
         _positive("model_timeout", self.model_timeout, low=0.001)
         if not callable(self.clock):
             raise ValueError("JournalConfig.clock must be callable")
+        # Every numeric field has a declared range, upper bound included (actormem._settings).
+        check_fields(self, JOURNAL_FIELDS, "JournalConfig", error=ValueError)
 
     def folder_root(self, session_dir: str | os.PathLike[str]) -> Path:
         """The root of the agents' folders for a runtime whose sessions live in ``session_dir``."""

@@ -13,6 +13,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from actormem._settings import UI_FIELDS, check_fields
+
 __all__ = ["AUTO", "DEFAULT_PORT", "UIConfig", "UIError", "is_loopback", "resolve_token"]
 
 #: ``token=AUTO``: a random token when the host is not loopback, none on loopback.
@@ -60,6 +62,8 @@ class UIConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise UIError(f"ring must be an int >= 10, got {self.ring!r}")
         if not isinstance(self.host, str) or not self.host.strip():
             raise UIError(f"host must be a non-empty str, got {self.host!r}")
+        # Every numeric field has a declared range (actormem._settings).
+        check_fields(self, UI_FIELDS, "UIConfig", error=UIError)
 
     @property
     def root(self) -> Path | None:

@@ -1,0 +1,81 @@
+"""The declared range of every number the runtime's own settings accept.
+
+The store's and the recorder's numbers have theirs in
+:mod:`actormem.store._limits`; this module does the same for the configs
+that enter the runtime (:class:`~actormem.compress.AutoContextConfig`,
+:class:`~actormem.journal.JournalConfig`, :class:`~actormem.ui.UIConfig`,
+the agent's arguments), so a value that would fail later -- a NaN or
+infinite timeout, a threshold of 10**30 -- is refused where it enters,
+naming the field.  The lower bounds are the ones each config already
+checked; the upper ones are what the parts they feed can take (a timeout
+fits a thread wait, a count a list, a size an allocation).  Tests walk
+these tables and check that every numeric field of each config has a
+declared range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from actormem.store._limits import Span, check_fields
+
+__all__ = [
+    "AGENT_ARGS",
+    "AUTOCONTEXT_FIELDS",
+    "JOURNAL_FIELDS",
+    "UI_FIELDS",
+    "check_fields",
+]
+
+_RATIO: Final = Span(0.0, 1.0, lo_open=True)
+_TIMEOUT: Final = Span(0.0, 7 * 86_400.0, lo_open=True, note="seconds, up to a week")
+_COUNT: Final = 10_000_000
+_BYTES: Final = 2**31
+
+#: :class:`~actormem.compress.AutoContextConfig`.
+AUTOCONTEXT_FIELDS: Final[Mapping[str, Span]] = {
+    "msg_threshold": Span(2, _COUNT, integer=True),
+    "max_token": Span(256, 1_000_000_000, integer=True),
+    "token_ratio": _RATIO,
+    "last_keep": Span(0, _COUNT - 1, integer=True, optional=True),  # below msg_threshold
+    "large_payload_threshold": Span(64, _BYTES, integer=True),
+    "offload_preview": Span(0, _BYTES - 1, integer=True),  # below the threshold
+    "min_consecutive_tool_messages": Span(2, _COUNT, integer=True),
+    "current_round_ratio": _RATIO,
+    "min_compression_tokens": Span(0, 1_000_000_000, integer=True),
+    "summary_ratio": _RATIO,
+    "summary_max_tokens": Span(16, _COUNT, integer=True),
+    "model_timeout": _TIMEOUT,
+}
+
+#: :class:`~actormem.journal.JournalConfig`.
+JOURNAL_FIELDS: Final[Mapping[str, Span]] = {
+    "log_max_entries": Span(2, _COUNT, integer=True),
+    "log_max_bytes": Span(1_000, _BYTES, integer=True),
+    "log_keep_entries": Span(0, _COUNT - 1, integer=True),  # below log_max_entries
+    "entry_max_chars": Span(80, _COUNT, integer=True),
+    "summary_tokens": Span(20, _COUNT, integer=True),
+    "context_max_tokens": Span(40, _COUNT, integer=True),
+    "context_log_entries": Span(0, 1_000_000, integer=True),
+    "journal_line_chars": Span(40, 1_000_000, integer=True),
+    "dream_lookback_days": Span(1, 36_500, integer=True),
+    "dream_interval_seconds": Span(0.0, 365 * 86_400.0, optional=True),
+    "memory_max_items": Span(1, 1_000_000, integer=True),
+    "dream_duplicate_threshold": _RATIO,
+    "dream_consolidate_threshold": _RATIO,
+    "model_timeout": Span(0.001, 7 * 86_400.0, note="seconds, up to a week"),
+}
+
+#: :class:`~actormem.ui.UIConfig`.
+UI_FIELDS: Final[Mapping[str, Span]] = {
+    "port": Span(0, 65_535, integer=True),
+    "ring": Span(10, _COUNT, integer=True),
+}
+
+#: The numeric arguments of :class:`~actormem.agent.ReActAgent`.
+AGENT_ARGS: Final[Mapping[str, Span]] = {
+    "max_iters": Span(1, 10_000, integer=True),
+    "inject_max_tokens": Span(1, _COUNT, integer=True),
+    "model_timeout": Span(0.0, 7 * 86_400.0, lo_open=True, optional=True),
+}
