@@ -479,7 +479,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         total = self._count_live()
         done = 0
         reader = self._wcur.execute(
-            f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} ORDER BY created_at"
+            f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} ORDER BY created_at, rowid"
         ).to_arrow_reader(50_000)
         for batch in reader:
             cols = [batch.column(i).to_pylist() for i in range(18)]

@@ -301,6 +301,8 @@ class MemoryIndex:
         #: Bumped by every change of the rows' liveness or namespaces.
         self._version = 0
         self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
+        #: namespace key -> (version, before, after): see :meth:`_episode_links`.
+        self._links_cache: dict[tuple[str, str, str, str], tuple[int, I64, I64]] = {}
 
     # -- size -------------------------------------------------------------------
 
@@ -552,7 +554,10 @@ class MemoryIndex:
             old = self._records[row]
             self._records[row] = record
             self._importance[row] = record.importance
-            self._kind[row] = self._kinds.code(record.kind)
+            kind = self._kinds.code(record.kind)
+            if kind != self._kind[row]:
+                self._version += 1  # episode links (see _episode_links) follow kinds
+            self._kind[row] = kind
             if old is not None:
                 for tag in set(record.tags) - set(old.tags):
                     tag_rows = self._tag_rows.get(tag)
@@ -873,6 +878,15 @@ class MemoryIndex:
             )
             cos = self.cosine(rows, query) if use_vec and not approx and query is not None else None
             kw = self.bm25(rows, terms, config.bm25_k1, config.bm25_b) if use_kw else None
+            cos_own, kw_own = cos, kw
+            wp, wn = config.context_prev_weight, config.context_next_weight
+            if wp + wn > 0 and (cos is not None or kw is not None):
+                before, after = self._episode_links(namespace, rows, cache=filters is None)
+                if before.size:
+                    if cos is not None:
+                        cos = _with_context(cos, before, after, wp, wn)
+                    if kw is not None:
+                        kw = _with_context(kw, before, after, wp, wn)
             cand: set[int] = set()
             vec_rank: dict[int, int] = {}
             kw_rank: dict[int, int] = {}
@@ -903,6 +917,11 @@ class MemoryIndex:
             else:
                 c_cos = np.zeros(idx.size)
             c_kw = kw[idx].astype(np.float64) if kw is not None else np.zeros(idx.size)
+            shown_cos = shown_kw = None
+            if cos is not cos_own and cos_own is not None:
+                shown_cos = cos_own[idx].astype(np.float64)
+            if kw is not kw_own and kw_own is not None:
+                shown_kw = kw_own[idx].astype(np.float64)
             return rank_candidates(
                 rows=crow,
                 cosine=c_cos,
@@ -923,7 +942,47 @@ class MemoryIndex:
                 records=lambda top: [self._live_record(int(r)) for r in crow[top]],
                 doc_freq=self._doc_freq,
                 n_docs=self._n,
+                shown_cosine=shown_cos,
+                shown_bm25=shown_kw,
             )
+
+    def _episode_links(self, namespace: Namespace, rows: I64, *, cache: bool) -> tuple[I64, I64]:
+        """Positions ``(a, b)`` in ``rows`` of consecutive episodes (``a`` added just before ``b``).
+
+        Two episodes of one concrete namespace are linked when no other
+        episode of that namespace lies between them in the index (the order
+        they were added in, which a rebuild keeps: it reads rows by creation
+        time, ties in insertion order).  Memories of other kinds, and
+        episodes of other namespaces of the scope, between them do not break
+        the link.  Cached per scope until the index changes (``cache``: the
+        scope has no filters).
+        """
+        key = namespace.key()
+        if cache:
+            hit = self._links_cache.get(key)
+            if hit is not None and hit[0] == self._version:
+                return hit[1], hit[2]
+        empty = np.zeros(0, dtype=np.int64)
+        before, after = empty, empty
+        code = self._kinds.get("episode")
+        if code >= 0:
+            ep = np.flatnonzero(self._kind[rows] == code)
+            if ep.size >= 2:
+                # Fields the scope leaves open: its rows may differ in them.
+                codes = [self._ns[f, rows[ep]] for f, value in enumerate(key) if not value]
+                if codes:  # group by concrete namespace, in row order within each
+                    ep = ep[np.lexsort((ep, *codes[::-1]))]
+                before, after = ep[:-1], ep[1:]
+                same = np.ones(before.size, dtype=bool)
+                for field, value in enumerate(key):
+                    if not value:
+                        same &= self._ns[field, rows[before]] == self._ns[field, rows[after]]
+                before, after = before[same], after[same]
+        if cache:
+            if len(self._links_cache) >= 64:
+                self._links_cache.clear()
+            self._links_cache[key] = (self._version, before, after)
+        return before, after
 
     def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
         """Positions in ``rows`` of the (approximately) ``k`` nearest, best first.
@@ -994,6 +1053,25 @@ class MemoryIndex:
         with self._lock:
             out: F32 = self._vecs[rows].copy()
             return out
+
+
+def _with_context(scores: F32, before: I64, after: I64, wp: float, wn: float) -> F32:
+    """Blend each linked position's score with its neighbours' (see ``context_prev_weight``).
+
+    ``(s + wp * s_prev + wn * s_next) / (1 + wp + wn)``, where a position
+    without a previous (next) episode leaves that term out of both sums, so
+    memories that are not episodes keep their score.
+    """
+    out = scores.copy()
+    den = np.ones(scores.size, dtype=np.float32)
+    if wp:
+        out[after] += np.float32(wp) * scores[before]
+        den[after] += np.float32(wp)
+    if wn:
+        out[before] += np.float32(wn) * scores[after]
+        den[before] += np.float32(wn)
+    out /= den
+    return out
 
 
 def _bm25_terms(dl: F32, tf: F32, idf: np.float32, k1: float, b: float, avgdl: float) -> F32:

@@ -159,6 +159,8 @@ SEARCH_FIELDS: Final[Mapping[str, Span]] = {
     "speaker_weight": WEIGHT,
     "time_weight": WEIGHT,
     "rerank_depth": Span(0, MAX_LIMIT, integer=True),
+    "context_prev_weight": WEIGHT,
+    "context_next_weight": WEIGHT,
 }
 
 #: The numeric fields of :class:`~actormem.store.RelevanceWeights`.

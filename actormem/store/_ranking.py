@@ -65,6 +65,8 @@ def rank_candidates(
     records: Callable[[I64], list[MemoryRecord]],
     doc_freq: Callable[[str], int],
     n_docs: int,
+    shown_cosine: F64 | None = None,
+    shown_bm25: F64 | None = None,
 ) -> list[Scored]:
     """The best ``limit`` candidates, best first.
 
@@ -89,6 +91,9 @@ def rank_candidates(
         records: The records of candidate positions (second stage only).
         doc_freq: Documents holding a term (second stage only).
         n_docs: Documents in the collection (second stage only).
+        shown_cosine: The cosines to report in the hits when ``cosine`` is not
+            the memory's own (blended with its neighbouring episodes').
+        shown_bm25: The same for ``bm25``.
     """
     wv = config.vector_weight if use_vec else 0.0
     wk = config.keyword_weight if use_kw else 0.0
@@ -116,12 +121,14 @@ def rank_candidates(
         extra = rerank.apply(top, recs, fused, rel, wv + wk, doc_freq, n_docs)
         order, fused, final = extra.order[:limit], fused.copy(), final.copy()
         fused[extra.order], final[extra.order] = extra.fused, extra.final
+    out_bm25 = bm25 if shown_bm25 is None else shown_bm25
+    out_cos = cosine if shown_cosine is None else shown_cosine
     return [
         Scored(
             row=int(rows[i]),
             score=float(final[i]),
-            bm25=float(bm25[i]),
-            cosine=float(cosine[i]),
+            bm25=float(out_bm25[i]),
+            cosine=float(out_cos[i]),
             fused=float(fused[i]),
             relevance=float(rel[i]),
             soft_match=0.0 if extra is None else float(extra.soft[j]),

@@ -517,6 +517,8 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     speaker_weight: float = 0.4
     time_weight: float = 0.4
     rerank_depth: int = 50
+    context_prev_weight: float = 1.0
+    context_next_weight: float = 0.1
 
     def __post_init__(self) -> None:
         if self.method not in ("weighted", "rrf"):
