@@ -8,9 +8,11 @@ and session in the metadata.  Every question of categories 1-4 is asked, and
 we report the mean share of its evidence turns found in the top 1/5/10/20 for
 keyword-only (BM25), vector-only (WordLlama cosine) and hybrid search, plus a
 few fusion variants: ``hybrid_first_stage`` is hybrid without the second stage
-(soft term, speaker and time matching, see ``SearchConfig``), the ``_no_``
-rows leave one of its three signals out.  ``benchmarks/tune_locomo.py`` tunes the second
-stage's weights with held-out conversations.
+(soft term, speaker and time matching, see ``SearchConfig``) and without
+neighbouring episodes as context, the ``_no_``
+rows leave one of its three signals out, ``hybrid_no_context`` leaves out
+the neighbouring episodes' share of each turn's scores.
+``benchmarks/tune_locomo.py`` tunes these weights with held-out conversations.
 
 Turns are stored with ``dedup=False``: two different turns that say "Thanks!"
 are two events, not one fact.  Searches use ``touch=False`` so questions do
@@ -68,7 +70,14 @@ VARIANTS: dict[str, tuple[SearchMode, SearchConfig | None]] = {
     "keyword_b0.75": ("keyword", SearchConfig(bm25_b=0.75)),
     "vector": ("vector", None),
     "hybrid": ("hybrid", None),
-    "hybrid_first_stage": ("hybrid", SearchConfig(rerank_depth=0)),
+    "hybrid_no_context": (
+        "hybrid",
+        SearchConfig(context_prev_weight=0.0, context_next_weight=0.0),
+    ),
+    "hybrid_first_stage": (
+        "hybrid",
+        SearchConfig(rerank_depth=0, context_prev_weight=0.0, context_next_weight=0.0),
+    ),
     "hybrid_no_soft_match": ("hybrid", SearchConfig(soft_match_weight=0.0)),
     "hybrid_no_speaker": ("hybrid", SearchConfig(speaker_weight=0.0)),
     "hybrid_no_time": ("hybrid", SearchConfig(time_weight=0.0)),
@@ -295,7 +304,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("\nrecall@10 by question category")
     cat_header = f"{'mode':<22}" + "".join(f"{c:>13}" for c in CATEGORIES.values())
     print(cat_header)
-    for name in ("keyword", "vector", "hybrid", "hybrid_first_stage"):
+    for name in ("keyword", "vector", "hybrid", "hybrid_no_context", "hybrid_first_stage"):
         row = result["recall_at_10_by_category"][name]
         print(f"{name:<22}" + "".join(f"{row[c]:>13.3f}" for c in CATEGORIES.values()))
     counts = result["questions_by_category"]

@@ -880,7 +880,7 @@ class MemoryIndex:
             kw = self.bm25(rows, terms, config.bm25_k1, config.bm25_b) if use_kw else None
             cos_own, kw_own = cos, kw
             wp, wn = config.context_prev_weight, config.context_next_weight
-            if wp + wn > 0 and (cos is not None or kw is not None):
+            if mode == "hybrid" and wp + wn > 0 and (cos is not None or kw is not None):
                 before, after = self._episode_links(namespace, rows, cache=filters is None)
                 if before.size:
                     if cos is not None:

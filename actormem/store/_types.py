@@ -475,7 +475,23 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     least ``limit`` candidates are re-scored, so every hit's score comes from
     the same formula.
     ``soft_match_weight=speaker_weight=time_weight=0`` (or
-    ``rerank_depth=0``) gives the first stage alone.  On LoCoMo the second
+    ``rerank_depth=0``) gives the first stage alone.
+
+    Neighbouring episodes as context (hybrid mode, both stages; keyword and
+    vector modes rank each memory alone): a conversation turn is
+    often answered, or explained, by the turn before it ("Where did your
+    sister move?" -- "Lisbon, last spring."), so before candidates are
+    picked each ``episode`` memory's cosine and BM25 become
+    ``(s + context_prev_weight * s_prev + context_next_weight * s_next) /
+    (1 + context_prev_weight + context_next_weight)``, where ``s_prev`` and
+    ``s_next`` are the scores of the episodes of the same concrete namespace
+    added just before and just after it (a term without such a neighbour is
+    left out of both sums; memories of other kinds keep their own scores).
+    The hits still report the memory's own ``cosine`` and ``bm25``.  The
+    DuckDB backend implements it (it keeps the order memories were added
+    in); ``0`` for both weights turns it off.  It is tuned together with the
+    second stage, which re-scores each candidate by its own words: without
+    that stage a reply can outrank the turn that matched.  On LoCoMo the second
     stage lifts hybrid recall@10 from 0.65 to 0.69 and recall@1 from 0.35
     to 0.41 (``benchmarks/bench_locomo.py``; ``benchmarks/tune_locomo.py``
     tunes the weights on four conversations and measures on the fifth).
@@ -502,6 +518,10 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
             it off).
         rerank_depth: How many of the best first-stage candidates the second
             stage re-scores (at least ``limit``; 0 turns the stage off).
+        context_prev_weight: Share of the previous episode's scores in an
+            episode's (0 turns it off).
+        context_next_weight: Share of the next episode's scores in an
+            episode's (0 turns it off).
     """
 
     method: FusionMethod = "weighted"

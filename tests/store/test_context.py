@@ -126,3 +126,13 @@ def test_context_weights_are_validated() -> None:
         SearchConfig(context_prev_weight=-1.0)
     with pytest.raises(InvalidMemoryError, match="context_next_weight"):
         SearchConfig(context_next_weight=float("nan"))
+
+
+def test_keyword_and_vector_modes_rank_each_memory_alone(tmp_path: Path) -> None:
+    with _store(tmp_path / "m.duckdb") as store:
+        store.add_many(NS, _episodes([*FILLER, QUESTION, ANSWER]), dedup=False)
+        query = "Where did the sister move after the wedding?"
+        for mode in ("keyword", "vector"):
+            on = store.search(query, NS, limit=5, mode=mode, config=ON, touch=False)
+            off = store.search(query, NS, limit=5, mode=mode, config=OFF, touch=False)
+            assert [(h.memory.id, h.score) for h in on] == [(h.memory.id, h.score) for h in off]
