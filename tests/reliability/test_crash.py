@@ -128,6 +128,13 @@ def _check(tmp: Path, acks: list[list[str]], tally: Tally) -> None:
                 tally.acked_lost.append(f"session save up to {last_session}")
 
 
+def _acknowledged_work(acks: list[list[str]]) -> bool:
+    """Whether these acknowledgements include a recorded turn and a saved fact."""
+    turn = any(a[:1] == ["REC"] for a in acks)
+    fact = any(a[:1] == ["FACT"] and a[1:2] != ["counter"] for a in acks)
+    return turn and fact
+
+
 def _run(tmp: Path, kills: int, seed: int) -> Tally:
     rng = random.Random(seed)
     ack_path = tmp / "acks.log"
@@ -153,10 +160,13 @@ def _run(tmp: Path, kills: int, seed: int) -> Tally:
             if rng.random() < 0.2:
                 time.sleep(rng.uniform(0.0, 1.0))  # anywhere, startup and WAL replay included
             else:
-                deadline = time.monotonic() + 60
+                # Wait for this run's first acknowledged turn and fact before the
+                # random moment: under load a worker may need seconds to get
+                # there, and a run killed before then tests only the startup
+                # (which the branch above covers on purpose).
+                deadline = time.monotonic() + 120
                 while time.monotonic() < deadline and proc.poll() is None:
-                    acks = _read_acks(ack_path)
-                    if any(a == ["READY"] for a in acks[n0:]):
+                    if _acknowledged_work(_read_acks(ack_path)[n0:]):
                         break
                     time.sleep(0.01)
                 time.sleep(rng.uniform(0.05, 2.0))

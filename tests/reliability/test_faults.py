@@ -167,7 +167,7 @@ def _fill(rt: MemoryRuntime, n: int = 12) -> None:
     [
         ScriptedModel.failing(),
         ScriptedModel.hanging(),  # honours the timeout, raises at it
-        SlowModel(5.0),  # ignores the timeout
+        SlowModel(60.0),  # ignores the timeout (compress_now's 30 s bound would fail)
         ScriptedModel([""], cycle=True),  # empty summary
         ScriptedModel([Msg.tool_call("lookup", {"q": "x"})], cycle=True),  # no text at all
         ScriptedModel([RuntimeError("boom"), "ok"], cycle=True),
@@ -178,10 +178,8 @@ def test_compressor_model_faults_degrade_to_offline_summaries(tmp_path: Path, mo
     with MemoryRuntime(session_dir=tmp_path, autocontext=COMPRESS, model=model) as rt:
         ev = Events(rt)
         _fill(rt)
-        t0 = time.monotonic()
-        rt.compress_now(timeout=30)
+        rt.compress_now(timeout=30)  # raises if the pass waited for a model past its timeout
         before = len(rt.history())
-        assert time.monotonic() - t0 < 15
         assert rt.size() < 24
         fallbacks = ev.wait_for(ModelFallback)
         assert fallbacks[0].component == "summarizer" and fallbacks[0].error
@@ -224,15 +222,17 @@ def test_recorder_model_faults_fall_back_to_the_offline_extractor_and_say_so(
 def test_recorder_model_that_ignores_its_timeout_does_not_stall_recording(
     tmp_path: Path, store: DuckDBStore
 ) -> None:
-    model = SlowModel(4.0)
+    # The model would take 40 s a call.  The recorder gives each call 0.3 s
+    # (one retry): the flush returns within its 20 s bound under any load if
+    # the recorder does not wait for the model, and can never if it does
+    # (no wall-clock measurement, so a loaded machine cannot fail it).
+    model = SlowModel(40.0)
     with MemoryRuntime(
         session_dir=tmp_path, store=store, namespace=NS, recorder=FAST, model=model
     ) as rt:
         ev = Events(rt)
         rt.record(_turn("I live in Porto"))
-        t0 = time.monotonic()
-        rt.flush(3)  # model_timeout 0.3 s, one retry: well within 3 s
-        assert time.monotonic() - t0 < 3
+        rt.flush(20)
         assert "1 turn" in ev.wait_for(ModelFallback)[0].fallback
         assert len(store.list(NS, kinds=["episode"])) == 1
         _alive(rt)
