@@ -33,7 +33,7 @@ CFG = AutoContextConfig(
 )
 
 
-def wait_for(pred: Any, timeout: float = 10.0) -> None:
+def wait_for(pred: Any, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > end:
@@ -106,7 +106,7 @@ def test_adds_during_a_slow_compression_are_never_lost(tmp_path: Path) -> None:
 
 
 def test_model_timeout_falls_back_and_the_actor_survives(tmp_path: Path) -> None:
-    hanging = ScriptedModel.hanging(30)
+    hanging = ScriptedModel.hanging(600)
     events: list[Event] = []
     cfg = CFG.replace(model_timeout=0.2)
     with MemoryRuntime(session_dir=tmp_path, autocontext=cfg, model=hanging) as rt:
@@ -115,7 +115,7 @@ def test_model_timeout_falls_back_and_the_actor_survives(tmp_path: Path) -> None
         t0 = time.monotonic()
         rt.compress_now()
         wait_for(lambda: any(isinstance(e, ContextCompressed) for e in events))
-        assert time.monotonic() - t0 < 20
+        assert time.monotonic() - t0 < 120  # the 0.2 s timeout, not the 600 s hang
         wait_for(lambda: any(isinstance(e, ModelFallback) for e in events))
         fb = next(e for e in events if isinstance(e, ModelFallback))
         assert "timed out" in fb.error or "Timeout" in fb.error

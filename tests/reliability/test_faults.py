@@ -393,19 +393,27 @@ def test_subscriber_that_blocks_never_blocks_the_actors(tmp_path: Path) -> None:
     got: list[str] = []
 
     def blocked(e: Event) -> None:
-        gate.wait(30)
+        gate.wait()
         if isinstance(e, MessageAdded):
             got.append(e.msg.text)
 
-    with MemoryRuntime(session_dir=tmp_path, autocontext=COMPRESS) as rt:
-        rt.subscribe(blocked)
-        t0 = time.monotonic()
-        for i in range(500):
-            rt.add(Msg.user(f"m{i}"))
-        rt.compress_now()
-        rt.messages()
-        rt.save_session("b")
-        assert time.monotonic() - t0 < 5
-        _alive(rt)
+    # The subscriber is stuck until the gate opens: by the work below finishing
+    # (the test opens it), or by a 120 s watchdog.  The work must finish while
+    # the subscriber is still stuck -- an order, not a wall-clock measurement.
+    watchdog = threading.Timer(120, gate.set)
+    watchdog.start()
+    try:
+        with MemoryRuntime(session_dir=tmp_path, autocontext=COMPRESS) as rt:
+            rt.subscribe(blocked)
+            for i in range(500):
+                rt.add(Msg.user(f"m{i}"))
+            rt.compress_now()
+            rt.messages()
+            rt.save_session("b")
+            assert not gate.is_set() and got == []  # done while the subscriber was stuck
+            _alive(rt)
+            gate.set()
+    finally:
+        watchdog.cancel()
         gate.set()
     assert got[:500] == [f"m{i}" for i in range(500)]
