@@ -41,7 +41,7 @@ import numpy.typing as npt
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql
 from actormem.store._types import Namespace, SearchFilters
 
-__all__ = ["Candidates", "bm25_of", "collect", "filters_sql", "term_counts"]
+__all__ = ["Candidates", "bm25_expr", "collect", "filters_sql", "term_counts"]
 
 F32 = npt.NDArray[np.float32]
 
@@ -96,32 +96,13 @@ def filters_sql(
     return where, params
 
 
-def bm25_of(
-    terms: Sequence[str],
-    tfs: Sequence[int],
-    doclen: int,
-    weights: dict[str, float],
-    k1: float,
-    b: float,
-    avgdl: float,
-) -> float:
-    """The BM25 score of one row (``weights``: term -> idf x query count)."""
-    score = 0.0
-    norm = k1 * (1.0 - b + b * doclen / avgdl)
-    for term, tf in zip(terms, tfs, strict=True):
-        w = weights.get(term)
-        if w is not None:
-            score += w * tf * (k1 + 1.0) / (tf + norm)
-    return score
-
-
 class Candidates:
     """The outcome of :func:`collect`: candidate rows and the scope's statistics."""
 
     def __init__(self) -> None:
         self.vec_rank: dict[str, int] = {}
         self.kw_rank: dict[str, int] = {}
-        self.rows: list[tuple[Any, ...]] = []  # PG_SELECT + terms, tfs, doclen, cosine
+        self.rows: list[tuple[Any, ...]] = []  # PG_SELECT + bm25, cosine
         self.n_docs = 0
         self.avgdl = 1.0
         self.df: dict[str, int] = {}
@@ -162,45 +143,45 @@ def collect(
             ids = [r[0] for r in rows]
         out.vec_rank = {mid: i for i, mid in enumerate(ids, 1)}
     qcounts = Counter(terms)
+    bm25_sql, bm25_params = "0.0", list[Any]()
     if use_kw and qcounts:
+        # One pass over the scope: its size, total length and each term's document count.
         swhere, sparams = scope_sql(scope)
         swhere += f" AND {PG_LIVE}"
-        n, total = conn.execute(
-            f"SELECT count(*), coalesce(sum(doclen), 0) FROM memories WHERE {swhere}", sparams
-        ).fetchone()
-        out.n_docs = int(n)
-        out.avgdl = float(total) / int(n) if int(total) > 0 else 1.0
         qterms = list(qcounts)
-        df_rows = conn.execute(
-            f"SELECT t, count(*) FROM memories, unnest(terms) AS t WHERE {swhere} "
-            "AND terms && %s::text[] AND t = ANY(%s::text[]) GROUP BY t",
-            [*sparams, qterms, qterms],
-        ).fetchall()
-        out.df = {str(t): int(c) for t, c in df_rows}
-        for term, qtf in qcounts.items():
-            df = out.df.get(term, 0)
+        if len(qterms) <= _FEW_TERMS:
+            counts = ", ".join("count(*) FILTER (WHERE terms @> ARRAY[%s]::text[])" for _ in qterms)
+            row = conn.execute(
+                f"SELECT count(*), coalesce(sum(doclen), 0), {counts} FROM memories WHERE {swhere}",
+                [*qterms, *sparams],
+            ).fetchone()
+            out.df = {t: int(c) for t, c in zip(qterms, row[2:], strict=True)}
+        else:  # a long query: count per matching (row, term) instead of per term
+            row = conn.execute(
+                f"SELECT count(*), coalesce(sum(doclen), 0) FROM memories WHERE {swhere}",
+                sparams,
+            ).fetchone()
+            df_rows = conn.execute(
+                f"SELECT t, count(*) FROM memories, unnest(terms) AS t WHERE {swhere} "
+                "AND terms && %s::text[] AND t = ANY(%s::text[]) GROUP BY t",
+                [*sparams, qterms, qterms],
+            ).fetchall()
+            found = {str(t): int(c) for t, c in df_rows}
+            out.df = {t: found.get(t, 0) for t in qterms}
+        n, total = int(row[0]), int(row[1])
+        out.n_docs = n
+        out.avgdl = total / n if total > 0 else 1.0
+        for term in qterms:
+            df = out.df[term]
             if df:
-                out.weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qtf
+                out.weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qcounts[term]
         if out.weights:
+            bm25_sql, bm25_params = bm25_expr(out.weights, k1, b, out.avgdl)
             wterms = list(out.weights)
             rows = conn.execute(
-                "SELECT m.id, sum(q.w * u.tf * %s / (u.tf + %s * (1 - %s + %s * m.doclen / %s))) "
-                "AS s FROM memories m, unnest(m.terms, m.tfs) AS u(term, tf), "
-                "unnest(%s::text[], %s::float8[]) AS q(term, w) "
-                f"WHERE {where} AND m.terms && %s::text[] "
-                "AND u.term = q.term GROUP BY m.id ORDER BY s DESC, m.id LIMIT %s",
-                [
-                    k1 + 1.0,
-                    k1,
-                    b,
-                    b,
-                    out.avgdl,
-                    wterms,
-                    [out.weights[t] for t in wterms],
-                    *params,
-                    wterms,
-                    pool,
-                ],
+                f"SELECT id, {bm25_sql} AS s FROM memories WHERE {where} "
+                "AND terms && %s::text[] ORDER BY s DESC, id LIMIT %s",
+                [*bm25_params, *params, wterms, pool],
             ).fetchall()
             out.kw_rank = {r[0]: i for i, r in enumerate(rows, 1) if float(r[1]) > 0}
     ids_all = list(dict.fromkeys([*out.vec_rank, *out.kw_rank]))
@@ -209,8 +190,41 @@ def collect(
     cos_sql = "1 - (embedding <=> %s)" if use_vec and qvec is not None else "0.0"
     cos_param = [qvec] if use_vec and qvec is not None else []
     out.rows = conn.execute(
-        f"SELECT {PG_SELECT}, terms, tfs, doclen, {cos_sql} FROM memories "
-        f"WHERE id = ANY(%s) AND {where}",
-        [*cos_param, ids_all, *params],
+        f"SELECT {PG_SELECT}, {bm25_sql}, {cos_sql} FROM memories WHERE id = ANY(%s) AND {where}",
+        [*bm25_params, *cos_param, ids_all, *params],
     ).fetchall()
     return out
+
+
+#: Up to this many distinct query terms, each is scored by its own expression;
+#: a longer query (a pasted document) joins its terms with the row's instead.
+_FEW_TERMS = 32
+
+
+def bm25_expr(
+    weights: dict[str, float], k1: float, b: float, avgdl: float
+) -> tuple[str, list[Any]]:
+    """``(sql, params)``: a row's BM25 score from its ``terms``/``tfs``/``doclen`` columns.
+
+    Each query term's frequency is looked up with ``array_position`` (the term
+    arrays are short: the distinct words of one memory).  Same formula as
+    the DuckDB index (:meth:`~actormem.store._index.MemoryIndex.bm25`).
+    """
+    # float8 literals: a bare 2.2 is numeric in PostgreSQL, and numeric arithmetic
+    # made this expression ten times slower.
+    norm = f"({float(k1 * (1.0 - b))!r}::float8 + {float(k1 * b / avgdl)!r}::float8 * doclen)"
+    k = float(k1 + 1.0)
+    if len(weights) > _FEW_TERMS:
+        sql = (
+            f"(SELECT coalesce(sum(q.w * {k!r}::float8 * u.tf / (u.tf + {norm})), 0) "
+            "FROM unnest(terms, tfs) AS u(term, tf) "
+            "JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) ON q.term = u.term)"
+        )
+        return sql, [list(weights), list(weights.values())]
+    parts = []
+    params: list[Any] = []
+    for term, w in weights.items():
+        tf = "tfs[array_position(terms, %s::text)]"
+        parts.append(f"coalesce({float(w * k)!r}::float8 * {tf} / ({tf} + {norm}), 0)")
+        params.extend([term, term])
+    return "(" + " + ".join(parts) + ")", params

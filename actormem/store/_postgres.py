@@ -69,7 +69,7 @@ from actormem.store._kinds import MERGE_KINDS
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, PgQueries, scope_sql, vec
 from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
-from actormem.store._pg_search import bm25_of, collect
+from actormem.store._pg_search import collect
 from actormem.store._pg_write import (
     copy_history,
     copy_inserts,
@@ -802,16 +802,8 @@ class PostgresStore(PgQueries, StoreBase):
             ]
         ids = [r.id for r in records]
         n = len(ids)
-        cosine = np.array([float(r[21]) if use_vec else 0.0 for r in cands.rows], dtype=np.float64)
-        bm25 = np.array(
-            [
-                bm25_of(r[18], r[19], int(r[20]), cands.weights, k1, b, cands.avgdl)
-                if use_kw
-                else 0.0
-                for r in cands.rows
-            ],
-            dtype=np.float64,
-        )
+        bm25 = np.array([float(r[18]) for r in cands.rows], dtype=np.float64)
+        cosine = np.array([float(r[19]) for r in cands.rows], dtype=np.float64)
         df = dict(cands.df)
 
         def doc_freq(term: str) -> int:

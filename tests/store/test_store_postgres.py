@@ -13,13 +13,16 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import Namespace, SchemaVersionError, StoreError
+from actormem.store import Namespace, NewMemory, SchemaVersionError, StoreError
 from actormem.store._postgres import PostgresStore
+from actormem.store._records import query_text
 
 psycopg = pytest.importorskip("psycopg")
+register_vector = pytest.importorskip("pgvector.psycopg").register_vector
 
 
 def _open(dsn: str, **kwargs: Any) -> PostgresStore:
@@ -328,3 +331,55 @@ def test_namespaces_are_isolated_between_stores(two: tuple[PostgresStore, Postgr
         for mode in ("hybrid", "keyword", "vector"):
             hits = store.search("secret of user", Namespace(user_id="u2"), mode=mode)
             assert [h.memory.content for h in hits] == ["secret of user two"]
+
+
+def test_tenant_search_stays_exact_when_an_hnsw_index_exists(pg_dsn: str) -> None:
+    # The trap measured in issue 13: with an HNSW index on the table, the plain
+    # ``WHERE tenant ORDER BY embedding <=> q LIMIT k`` walks the graph first and
+    # filters after, returning a fraction of the tenant's nearest rows.  The
+    # store's ``(embedding <=> q) + 0`` keeps the planner on the tenant's rows.
+    dim = 64
+    store = _open(pg_dsn, embedder=HashEmbedder(dim))
+    try:
+        tenants = [Namespace(user_id=f"t{i}") for i in range(40)]
+        vecs: dict[str, np.ndarray] = {}
+        rng = np.random.default_rng(7)
+        vocab = [f"w{i}" for i in range(300)]
+
+        def text() -> str:
+            return " ".join(rng.choice(vocab, size=6, replace=False))
+
+        for ns in tenants:
+            items = [NewMemory(content=text()) for _ in range(50)]
+            for res, item in zip(store.add_many(ns, items, dedup=False), items, strict=True):
+                vecs[res.id] = store._embed([item.content])[0]
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "CREATE INDEX memories_hnsw ON memories USING hnsw (embedding vector_cosine_ops)"
+            )
+            conn.execute("ANALYZE memories")
+            # what the planner does on a large table: an ordered index scan beats a sort
+            dbname = conn.info.dbname
+            conn.execute(f'ALTER DATABASE "{dbname}" SET enable_sort = off')
+        reader = _open(pg_dsn, embedder=HashEmbedder(dim))  # new connections: the setting
+        target = tenants[3]
+        own = {r.id for r in store.list(target, limit=1000)}
+        found_plain = 0
+        for _ in range(10):
+            query = text()
+            qvec = store._embed([query_text(query)])[0]  # what the store embeds
+            exact = sorted(own, key=lambda mid: -float(vecs[mid] @ qvec))[:10]
+            hits = reader.search(query, target, limit=10, mode="vector", touch=False)
+            assert {h.memory.id for h in hits} == set(exact)  # recall 1.0
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                register_vector(conn)
+                rows = conn.execute(
+                    "SELECT id FROM memories WHERE user_id = %s ORDER BY embedding <=> %s LIMIT 10",
+                    (target.user_id, qvec),
+                ).fetchall()
+            found_plain += len({r[0] for r in rows} & set(exact))
+        # the test sees the trap: the plain query misses most of the tenant's neighbours
+        assert found_plain < 50, found_plain
+        reader.close()
+    finally:
+        store.close()
