@@ -37,7 +37,7 @@ from actormem.store import DuckDBStore, Namespace, StoreError
 FAST = RecorderConfig(batch_seconds=0.02, idle_seconds=None)
 
 
-def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> None:
+def wait_for(pred: Callable[[], bool], timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > end:

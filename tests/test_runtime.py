@@ -27,7 +27,7 @@ from actormem.actors.short_term import ShortTermMemoryActor
 from actormem.events import ReplaceMessages
 
 
-def wait_for(pred: Any, timeout: float = 15.0) -> None:
+def wait_for(pred: Any, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > end:

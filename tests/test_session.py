@@ -200,6 +200,12 @@ def test_sigkill_during_saves_always_leaves_a_loadable_session(tmp_path: Path) -
             [sys.executable, str(script), str(tmp_path / "s")], stdout=subprocess.PIPE, text=True
         )
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        # At least one save must have completed (a loaded machine may need a
+        # while for the first one); then a random moment of the save loop.
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "s" / "victim.json").exists() and proc.poll() is None:
+            assert time.monotonic() < deadline, "the child never completed a save"
+            time.sleep(0.01)
         time.sleep(rng.uniform(0.02, 0.25))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -25,7 +25,7 @@ def _tell(rt: Any, *lines: str) -> None:
 
 
 def _wait(seen: list[Event], kind: type, n: int = 1) -> list[Any]:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while sum(isinstance(e, kind) for e in seen) < n and time.monotonic() < deadline:
         time.sleep(0.01)
     return [e for e in seen if isinstance(e, kind)]

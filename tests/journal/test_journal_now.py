@@ -26,7 +26,7 @@ def test_update_now_writes_file_and_event(make_runtime: MakeRuntime) -> None:
     assert rt.journal is not None
     text = (rt.journal.folder / "NOW.md").read_text()
     assert "## Objective\nPlan the Lisbon trip" in text and "2. find a hotel" in text
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)
     assert isinstance(seen[0], NowUpdated) and seen[0].next_steps == (

@@ -57,7 +57,7 @@ class Events:
         with self._lock:
             return [e for e in self.items if isinstance(e, kind)]
 
-    def wait_for(self, kind: type[Event], timeout: float = 10.0) -> list[Any]:
+    def wait_for(self, kind: type[Event], timeout: float = 60.0) -> list[Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = self.of(kind)
@@ -379,7 +379,7 @@ def test_subscriber_that_raises_is_logged_and_breaks_nothing(tmp_path: Path) -> 
         for i in range(200):
             rt.add(Msg.user(f"m{i}"))
         assert rt.size() == 200
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while len(good.of(MessageAdded)) < 200 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [e.msg.text for e in good.of(MessageAdded)] == [f"m{i}" for i in range(200)]
