@@ -15,7 +15,11 @@ touch a memory of kind ``keyed_fact``, whatever scope is maintained (an
 agent-level runtime's ``on_idle`` covers its runs' ``#facts`` namespaces),
 and refuses to update or delete one through any namespace but its own
 (:mod:`actormem.store._kinds`).  A key index (key -> memory id) is loaded
-from the store on first use; lookups are one ``get`` by id.
+from the store on first use; lookups are one ``get`` by id (from the DuckDB
+store's in-memory index, not a query).  A key missing from the key index is
+looked up in the store again only when the store committed something since
+the key index was read (``change_counter``; a store without one, like
+PostgreSQL's shared by several processes, is always asked again).
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ class KeyedFacts:
         with _LOCKS_GUARD:
             self._lock = _STORE_LOCKS.setdefault(store, threading.RLock())
         self._ids: dict[str, str] | None = None
+        self._loaded_at: int | None = None
 
     def _live_id(self, key: str) -> str | None:
         """The id of ``key``'s live memory; re-reads the store on a miss (another
@@ -114,14 +119,22 @@ class KeyedFacts:
         mid = self._index().get(key)
         if mid is not None and self._store.get(self.namespace, mid) is not None:
             return mid
+        if mid is None and self._loaded_at is not None and self._loaded_at == self._counter():
+            return None  # nothing was committed since the key index was read: a true miss
         self._ids = None
         mid = self._index().get(key)
         if mid is not None and self._store.get(self.namespace, mid) is not None:
             return mid
         return None
 
+    def _counter(self) -> int | None:
+        """The store's commit counter, when it has one (one process owns a DuckDB file)."""
+        counter = getattr(self._store, "change_counter", None)
+        return counter if isinstance(counter, int) else None
+
     def _index(self) -> dict[str, str]:
         if self._ids is None:
+            self._loaded_at = self._counter()
             ids: dict[str, str] = {}
             newest: dict[str, float] = {}
             for rec in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT):

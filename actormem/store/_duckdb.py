@@ -358,6 +358,15 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
 
+    def _indexed_record(self, memory_id: str) -> MemoryRecord | None:
+        """The live memory ``memory_id`` from the index (current access figures)."""
+        return self._index.record(memory_id)
+
+    @property
+    def change_counter(self) -> int:
+        """The number of this store's last commit: unchanged means nothing was written."""
+        return self._seq
+
     def _reader(self) -> Any:
         """This thread's read cursor."""
         self._check_open()

@@ -98,6 +98,10 @@ class DuckDBQueries:
 
         def _reader(self) -> Any: ...
 
+        def _check_open(self) -> None: ...
+
+        def _indexed_record(self, memory_id: str) -> MemoryRecord | None: ...
+
         def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
 
         def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
@@ -117,7 +121,13 @@ class DuckDBQueries:
         if not isinstance(memory_id, str):
             raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
         where, params = _scope_sql(namespace)
-        live = "" if include_deleted else f" AND {_LIVE}"
+        if not include_deleted:
+            # The index holds every live memory, updated before a write returns:
+            # a dict lookup instead of a query (keyed facts read this way).
+            self._check_open()
+            rec = self._indexed_record(memory_id)
+            return rec if rec is not None and namespace.contains(rec.namespace) else None
+        live = ""
         row = _one(
             self._reader(),
             f"SELECT {_SELECT} FROM memories WHERE id = ? AND {where}{live}",

@@ -90,3 +90,57 @@ def test_fleeting_memory_is_a_dict_that_saves() -> None:
         f.load_state_dict({"items": 3})
     with pytest.raises(StateError):
         f.load_state_json(b"[")
+
+
+def test_get_fact_reads_the_index_and_a_miss_asks_the_store_only_after_a_commit(
+    store: DuckDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = Namespace(user_id="u")
+    facts = KeyedFacts(store, ns)
+    other = KeyedFacts(store, ns)  # e.g. a second runtime sharing the store
+    facts.save("city", "Lisbon")
+    assert facts.get("nope") is None  # loads the key index once
+    assert other.get("city") == "Lisbon"  # and the other instance's
+    lists: list[object] = []
+    real_list = store.list
+
+    def counted(*args: object, **kwargs: object) -> object:
+        lists.append(args)
+        return real_list(*args, **kwargs)  # type: ignore[arg-type]
+
+    def no_sql() -> object:
+        raise AssertionError("get_fact ran a query")
+
+    real_reader = store._reader
+    monkeypatch.setattr(store, "list", counted)
+    monkeypatch.setattr(store, "_reader", no_sql)
+    for _ in range(3):
+        assert facts.get("city") == "Lisbon"
+        assert facts.get("nope") is None
+    assert lists == []  # nothing committed since the key index was read
+    monkeypatch.setattr(store, "_reader", real_reader)
+    other.save("nope", "now set")  # a commit through another instance
+    assert facts.get("nope") == "now set"  # the miss asked the store again
+    assert len(lists) == 1
+
+
+def test_get_of_a_live_memory_is_scoped_and_needs_no_query(
+    store: DuckDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = Namespace(user_id="u", agent_id="a")
+    mid = store.add(ns, "kept in the index").id
+    gone = store.add(ns, "deleted later").id
+    store.delete(ns, gone)
+
+    def no_sql() -> object:
+        raise AssertionError("a live get ran a query")
+
+    monkeypatch.setattr(store, "_reader", no_sql)
+    rec = store.get(Namespace(user_id="u"), mid)
+    assert rec is not None and rec.content == "kept in the index"
+    assert store.get(Namespace(user_id="other"), mid) is None
+    assert store.get(Namespace(user_id="u", agent_id="b"), mid) is None
+    assert store.get(ns, gone) is None
+    monkeypatch.undo()
+    dead = store.get(ns, gone, include_deleted=True)
+    assert dead is not None and dead.deleted_at is not None
