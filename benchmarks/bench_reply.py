@@ -46,7 +46,7 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
         kwargs["journal"] = True
     spy = _PandasSpy()
     with MemoryRuntime(**kwargs) as rt:
-        agent = ReActAgent("bench", ScriptedModel(lambda _: "Noted.", cycle=True), rt)
+        agent = ReActAgent("bench", ScriptedModel(lambda *_: "Noted.", cycle=True), rt)
         for i in range(5):  # warm-up: embedder, caches, files
             agent.reply(f"warm-up message {i}")
         times = []

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
+from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._records import (
     NS_COLS,
     check_limit,
@@ -77,6 +78,11 @@ def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
     """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
     check_namespace(namespace)
     return " AND ".join(f"{c} = ?" for c in NS_COLS), list(namespace.key())
+
+
+def _exact_lit(namespace: Namespace) -> str:
+    """The where clause of :func:`_exact_sql` with literal values."""
+    return " AND ".join(f"{c} = {lit(v)}" for c, v in zip(NS_COLS, namespace.key(), strict=True))
 
 
 _LOG_SELECT: Final = (
@@ -252,16 +258,32 @@ class DuckDBQueries:
         when = self._clock() if ts is None else float(ts)
         rid = os.urandom(16).hex()
 
+        insert = (
+            "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+            "entry_type, content, metadata) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)"
+        )
+        try:  # literals, not parameters: see actormem.store._duckdb_sql
+            exact = _exact_lit(namespace)
+            values = [lit(v) for v in (rid, *params)]
+            tail = [f"make_timestamp({us(when)})", lit(entry_type), lit(content), lit(meta_json)]
+        except UnsafeLiteral:
+            exact = None
+
         def write(cur: Any) -> int:
+            if exact is None:
+                row = cur.execute(
+                    f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
+                ).fetchall()[0]
+                seq = int(row[0]) + 1
+                cur.execute(insert, [rid, *params, seq, us(when), entry_type, content, meta_json])
+                return seq
             row = cur.execute(
-                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
-            ).fetchone()
+                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {exact}"
+            ).fetchall()[0]
             seq = int(row[0]) + 1
             cur.execute(
                 "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
-                "entry_type, content, metadata) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?), "
-                "?, ?, ?)",
-                [rid, *params, seq, us(when), entry_type, content, meta_json],
+                f"entry_type, content, metadata) VALUES ({', '.join([*values, str(seq), *tail])})"
             )
             return seq
 
@@ -423,14 +445,29 @@ class DuckDBQueries:
                 raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
         now = us(self._clock())
 
+        upsert = (
+            "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+            "value, updated_at) VALUES ({}) "
+            "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
+        )
+        try:  # one statement of literals, not parameters: see actormem.store._duckdb_sql
+            ns_lits = [lit(p) for p in params]
+            rows = [
+                ", ".join([*ns_lits, lit(k), lit(v), f"make_timestamp({now})"])
+                for k, v in values.items()
+            ]
+            statement: str | None = upsert.format("), (".join(rows)) if rows else None
+        except UnsafeLiteral:
+            statement = None
+
         def write(cur: Any) -> None:
+            if statement is not None:
+                cur.execute(statement)
+                return
             for key, value in values.items():
                 cur.execute(
-                    "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
-                    "value, updated_at) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?)) "
-                    "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
-                    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                    [*params, key, value, now],
+                    upsert.format("?, ?, ?, ?, ?, ?, make_timestamp(?)"), [*params, key, value, now]
                 )
 
         self._write_txn("journal state write", write)

@@ -211,3 +211,20 @@ def test_a_failed_shared_commit_is_retried_request_by_request(
         job.join(60)
     assert calls == [3, 1, 1, 1]
     assert all(store.count(Namespace(user_id=f"r{i}")) == 1 for i in range(3))
+
+
+def test_journal_rows_of_hostile_text_round_trip(store: DuckDBStore) -> None:
+    ns = Namespace(user_id="o'neil", session_id="s\\1")
+    texts = [t for t in NASTY if t] + ["with a \x00 NUL (bound as a parameter)"]
+    for text in texts:
+        store.log_append(ns, "SYSTEM", text, metadata={"t": text})
+    got = store.log_entries(ns)
+    assert [e.content for e in got] == texts and [e.seq for e in got] == list(
+        range(1, len(texts) + 1)
+    )
+    assert [e.metadata["t"] for e in got] == texts
+    state = {f"k'{i}": text for i, text in enumerate(texts)}
+    store.set_journal_state(ns, state)
+    store.set_journal_state(ns, {"k'0": "replaced ''"})
+    assert store.journal_state(ns) == {**state, "k'0": "replaced ''"}
+    assert store.journal_state(Namespace(user_id="o'neil")) == {}  # exact namespace only
