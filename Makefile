@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench stress fuzz soak clean browser screenshots
+.PHONY: demo test lint typecheck unit bench stress fuzz soak clean browser screenshots test-llamacpp
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,24 @@ $(PEERS)/.stamp:
 	$(PEERS)/bin/python -m pip install -q "agentscope==1.0.21" "mcp<2" greenlet tqdm \
 		|| echo "peer install failed: peer columns will say n/a"
 	@touch $(PEERS)/.stamp
+
+# actormem against a real llama.cpp server (not part of `make test`): llama-cpp-python
+# 0.3.36 is built from source into its own virtualenv (about 10-20 minutes once, niced).
+# ggml's AMX code crashes on these Xeon CPUs: build for AVX2 without AMX.
+LLAMA := .venv-llamacpp
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+$(LLAMA)/.stamp:
+	@test -x $(LLAMA)/bin/python || $(PYTHON) -m venv $(LLAMA)
+	$(LLAMA)/bin/python -m pip install -q --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 \
+		$(LLAMA)/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36"
+	@touch $(LLAMA)/.stamp
+
+test-llamacpp: $(STAMP) $(LLAMA)/.stamp
+	@command -v tmux >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq tmux >/dev/null; }
+	ACTORMEM_LLAMACPP=1 ACTORMEM_LLAMACPP_PYTHON=$(LLAMA)/bin/python $(BIN)/pytest -q tests/llamacpp
 
 bench: $(STAMP) $(PEERS)/.stamp
 	$(BIN)/python -m benchmarks.run_all

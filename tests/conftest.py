@@ -31,3 +31,6 @@ def runtime(tmp_path: Path) -> Iterator[MemoryRuntime]:
 
 
 pytest_plugins = ["tests._postgres"]
+
+# tests/llamacpp needs a llama.cpp build (about 20 minutes once): `make test-llamacpp`.
+collect_ignore = [] if os.environ.get("ACTORMEM_LLAMACPP") else ["llamacpp"]
