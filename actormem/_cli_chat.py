@@ -90,7 +90,9 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[bold]{agent.name}>[/bold] {out.text}")
             if out.metadata.get("finish_reason") == "length":
                 console.print(f"[dim](the reply was cut at --max-tokens {args.max_tokens})[/dim]")
-        runtime.flush()
+        # Each model call of the recorder is bounded by --timeout; extraction and
+        # reconciliation may each take two attempts.
+        runtime.flush(args.timeout * 4)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Start llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct (``make test-llamacpp``).
+"""Start llama-cpp-python's server with SmolLM2-135M-Instruct (``make test-llamacpp``).
 
 Run with the interpreter of the ``.venv-llamacpp`` virtualenv (llama-cpp-python
 never enters the project's own environment)::

@@ -129,8 +129,9 @@ def test_the_recorder_with_the_model_commits_every_turn(llama_url: str, tmp_path
     events: list[Event] = []
     store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder())
     cfg = RecorderConfig(batch_seconds=0.05, idle_seconds=None)
+    model = smol(llama_url, 96)
     with MemoryRuntime(
-        session_dir=tmp_path / "s", store=store, namespace=NS, model=smol(llama_url, 96), recorder=cfg
+        session_dir=tmp_path / "s", store=store, namespace=NS, model=model, recorder=cfg
     ) as rt:
         rt.events.subscribe(events.append)
         for text in ("My name is Ada.", "I live in Porto.", "I have a cat called Miso."):
