@@ -140,13 +140,26 @@ def _check_object(value: Mapping[Any, Any], path: str, depth: int) -> dict[str, 
     return value if out is None else out  # type: ignore[return-value]
 
 
-def check_json_object(value: object, path: str) -> dict[str, Any]:
-    """A JSON object (tool arguments, metadata), normalised, or raise naming ``path``."""
-    if not isinstance(value, Mapping):
-        raise MessageError(f"{path} must be a JSON object (a dict), got {type(value).__name__}")
-    if not isinstance(value, dict):
-        value = dict(value)
-    result: dict[str, Any] = check_json_value(value, path)
+def check_json_object(
+    value: object, path: str, *, error: type[Exception] = MessageError
+) -> dict[str, Any]:
+    """A JSON object (tool arguments, metadata), normalised, or raise naming ``path``.
+
+    Args:
+        value: what was given.
+        path: how errors name it.
+        error: the exception raised (the store's doors raise ``InvalidMemoryError``).
+    """
+    try:
+        if not isinstance(value, Mapping):
+            raise MessageError(f"{path} must be a JSON object (a dict), got {type(value).__name__}")
+        if not isinstance(value, dict):
+            value = dict(value)
+        result: dict[str, Any] = check_json_value(value, path)
+    except MessageError as exc:
+        if error is MessageError:
+            raise
+        raise error(str(exc)) from None
     return result
 
 

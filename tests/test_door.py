@@ -287,3 +287,31 @@ def test_the_property_holds_through_a_real_runtime(tmp_path: Path) -> None:
 def test_check_json_object_names_the_path() -> None:
     with pytest.raises(MessageError, match=r"args\['a b'\]\[1\]: nan"):
         check_json_object({"a b": [0, math.nan]}, "args")
+
+
+def test_the_stores_door_checks_metadata_the_same_way(tmp_path: Path) -> None:
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, InvalidMemoryError, Namespace
+
+    ns = Namespace(user_id="u")
+    with DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(8)) as store:
+        # 2,000 levels used to raise RecursionError from deep inside the encoder.
+        with pytest.raises(InvalidMemoryError, match=r"metadata(\.a)+: nested deeper than 64"):
+            store.add(ns, "deep", metadata=nested(2_000))
+        with pytest.raises(InvalidMemoryError, match=r"metadata\.x: nan"):
+            store.add(ns, "nan", metadata={"x": math.nan})  # was stored as null
+        with pytest.raises(InvalidMemoryError, match=r"metadata: key 1 is a int"):
+            store.add(ns, "int key", metadata={1: "x"})  # was stored as "1"
+        ok = store.add(ns, "fine", metadata={"tags": ("a",)})
+        with pytest.raises(InvalidMemoryError, match="nested deeper"):
+            store.update(ns, ok.id, metadata=nested(100))
+        assert store.count(ns) == 1
+
+
+def test_the_journal_log_checks_its_metadata(tmp_path: Path) -> None:
+    with MemoryRuntime(session_dir=tmp_path, store=tmp_path / "m.duckdb", journal=True) as rt:
+        with pytest.raises(ValueError, match=r"log metadata(\.a)+: nested deeper"):
+            rt.log("SYSTEM", "deep", a=nested(2_000))
+        with pytest.raises(ValueError, match=r"log metadata\.x: nan"):
+            rt.log("SYSTEM", "nan", x=math.nan)
+        rt.log("SYSTEM", "fine", step=1)

@@ -35,6 +35,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import msgspec
 import structlog
 
+from actormem._door import check_json_object
 from actormem.compress import EstimateTokenCounter, ExtractiveSummarizer, Summarizer
 from actormem.events import (
     Event,
@@ -397,6 +398,7 @@ class Journal(StateModule):
             raise ValueError(f"entry_type must be one of {', '.join(ENTRY_TYPES)}: {entry_type!r}")
         if not isinstance(content, str) or not content.strip():
             raise ValueError("a log entry needs non-empty text")
+        metadata = check_json_object(metadata, "log metadata", error=ValueError)
         with self._lock:
             return self._append(entry_type, content, metadata)
 

@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import structlog
 
+from actormem._door import check_json_object
 from actormem.models.base import Embedder
 from actormem.store import _files
 from actormem.store._files import check_path, iter_rows, records_from_rows, write_export
@@ -435,6 +436,7 @@ class StoreBase:
             if new_tags is not None and tuple(dict.fromkeys(new_tags)) != current.tags:
                 changes["tags"] = tuple(dict.fromkeys(new_tags))
             if metadata is not None and metadata != current.metadata:
+                check_json_object(metadata, "metadata", error=InvalidMemoryError)
                 json_text(metadata)
                 changes["metadata"] = dict(metadata)
             if not changes:

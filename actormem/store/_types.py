@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from actormem._door import check_json_object
 from actormem.store._limits import SEARCH_FIELDS, TIMESTAMP, check_fields
 
 __all__ = [
@@ -256,6 +257,9 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         for name in ("tags", "source_ids"):
             if not all(_utf8(t) for t in getattr(self, name)):
                 raise InvalidMemoryError(f"{name} hold text that is not valid Unicode")
+        # The door's JSON check (actormem._door): JSON values only, string keys, no
+        # NaN, at most MAX_DEPTH levels (deeper made every later encode recurse out).
+        check_json_object(self.metadata, "metadata", error=InvalidMemoryError)
         try:
             msgspec.json.encode(self.metadata)
         except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as exc:
