@@ -41,8 +41,9 @@ __all__ = ["PG_SCHEMA_VERSION", "ensure_schema", "read_meta", "write_meta"]
 
 log = structlog.get_logger(__name__)
 
-#: Version history: **1** -- the tables above.
-PG_SCHEMA_VERSION: Final = 1
+#: Version history: **1** -- the tables above; **2** -- ``memories.seq``, the order
+#: rows were added in (neighbouring episodes as search context).
+PG_SCHEMA_VERSION: Final = 2
 
 #: The advisory lock taken while creating or migrating the schema.
 _MIGRATE_LOCK: Final = "actormem.store.schema"
@@ -161,8 +162,14 @@ def _create_v1(conn: Any, dim: int) -> None:
     conn.execute("CREATE TABLE store_meta (key text PRIMARY KEY, value text NOT NULL)")
 
 
+def _add_seq(conn: Any, dim: int) -> None:
+    # Existing rows are numbered in their physical order, close to the order
+    # they were added in.
+    conn.execute("ALTER TABLE memories ADD COLUMN seq bigserial")
+
+
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).
-MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {0: _create_v1}
+MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {0: _create_v1, 1: _add_seq}
 
 
 def ensure_schema(conn: Any, dim: int, where: str) -> tuple[int, int]:

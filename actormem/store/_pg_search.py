@@ -43,6 +43,8 @@ from actormem.store._types import Namespace, SearchFilters
 
 __all__ = ["Candidates", "bm25_expr", "collect", "filters_sql", "term_counts"]
 
+_EPISODE = "episode"
+
 F32 = npt.NDArray[np.float32]
 
 
@@ -107,6 +109,8 @@ class Candidates:
         self.avgdl = 1.0
         self.df: dict[str, int] = {}
         self.weights: dict[str, float] = {}
+        # with neighbouring episodes as context: id -> (blended cosine, blended bm25)
+        self.blended: dict[str, tuple[float, float]] = {}
 
 
 def collect(
@@ -121,6 +125,7 @@ def collect(
     k1: float,
     b: float,
     hnsw: Any = None,
+    context: tuple[float, float] | None = None,
 ) -> Candidates:
     """Find the candidates of one search on ``conn`` (see the module docstring).
 
@@ -132,6 +137,10 @@ def collect(
     if cond is None:
         return out
     where, params = cond
+    if context is not None:
+        return _collect_in_context(
+            conn, scope, where, params, terms, qvec, pool, use_vec, use_kw, k1, b, context
+        )
     if use_vec and qvec is not None:
         ids: list[str] | None = hnsw(conn, where, params, qvec, pool) if hnsw else None
         if ids is None:
@@ -145,36 +154,7 @@ def collect(
     qcounts = Counter(terms)
     bm25_sql, bm25_params = "0.0", list[Any]()
     if use_kw and qcounts:
-        # One pass over the scope: its size, total length and each term's document count.
-        swhere, sparams = scope_sql(scope)
-        swhere += f" AND {PG_LIVE}"
-        qterms = list(qcounts)
-        if len(qterms) <= _FEW_TERMS:
-            counts = ", ".join("count(*) FILTER (WHERE terms @> ARRAY[%s]::text[])" for _ in qterms)
-            row = conn.execute(
-                f"SELECT count(*), coalesce(sum(doclen), 0), {counts} FROM memories WHERE {swhere}",
-                [*qterms, *sparams],
-            ).fetchone()
-            out.df = {t: int(c) for t, c in zip(qterms, row[2:], strict=True)}
-        else:  # a long query: count per matching (row, term) instead of per term
-            row = conn.execute(
-                f"SELECT count(*), coalesce(sum(doclen), 0) FROM memories WHERE {swhere}",
-                sparams,
-            ).fetchone()
-            df_rows = conn.execute(
-                f"SELECT t, count(*) FROM memories, unnest(terms) AS t WHERE {swhere} "
-                "AND terms && %s::text[] AND t = ANY(%s::text[]) GROUP BY t",
-                [*sparams, qterms, qterms],
-            ).fetchall()
-            found = {str(t): int(c) for t, c in df_rows}
-            out.df = {t: found.get(t, 0) for t in qterms}
-        n, total = int(row[0]), int(row[1])
-        out.n_docs = n
-        out.avgdl = total / n if total > 0 else 1.0
-        for term in qterms:
-            df = out.df[term]
-            if df:
-                out.weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qcounts[term]
+        _keyword_stats(conn, scope, terms, out)
         if out.weights:
             bm25_sql, bm25_params = bm25_expr(out.weights, k1, b, out.avgdl)
             wterms = list(out.weights)
@@ -228,3 +208,119 @@ def bm25_expr(
         parts.append(f"coalesce({float(w * k)!r}::float8 * {tf} / ({tf} + {norm}), 0)")
         params.extend([term, term])
     return "(" + " + ".join(parts) + ")", params
+
+
+def _keyword_stats(conn: Any, scope: Namespace, terms: Sequence[str], out: Candidates) -> None:
+    """Fill ``out``'s document count, average length, document frequencies and
+    term weights from one pass over the scope."""
+    qcounts = Counter(terms)
+    swhere, sparams = scope_sql(scope)
+    swhere += f" AND {PG_LIVE}"
+    qterms = list(qcounts)
+    if len(qterms) <= _FEW_TERMS:
+        counts = ", ".join("count(*) FILTER (WHERE terms @> ARRAY[%s]::text[])" for _ in qterms)
+        row = conn.execute(
+            f"SELECT count(*), coalesce(sum(doclen), 0), {counts} FROM memories WHERE {swhere}",
+            [*qterms, *sparams],
+        ).fetchone()
+        out.df = {t: int(c) for t, c in zip(qterms, row[2:], strict=True)}
+    else:
+        row = conn.execute(
+            f"SELECT count(*), coalesce(sum(doclen), 0) FROM memories WHERE {swhere}", sparams
+        ).fetchone()
+        df_rows = conn.execute(
+            f"SELECT t, count(*) FROM memories, unnest(terms) AS t WHERE {swhere} "
+            "AND terms && %s::text[] AND t = ANY(%s::text[]) GROUP BY t",
+            [*sparams, qterms, qterms],
+        ).fetchall()
+        found = {str(t): int(c) for t, c in df_rows}
+        out.df = {t: found.get(t, 0) for t in qterms}
+    n, total = int(row[0]), int(row[1])
+    out.n_docs = n
+    out.avgdl = total / n if total > 0 else 1.0
+    for term in qterms:
+        df = out.df[term]
+        if df:
+            out.weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qcounts[term]
+
+
+def _collect_in_context(
+    conn: Any,
+    scope: Namespace,
+    where: str,
+    params: list[Any],
+    terms: Sequence[str],
+    qvec: F32 | None,
+    pool: int,
+    use_vec: bool,
+    use_kw: bool,
+    k1: float,
+    b: float,
+    context: tuple[float, float],
+) -> Candidates:
+    """Candidates with neighbouring episodes as context (``SearchConfig.context_*``).
+
+    Every row of the scope is scored (cosine and BM25); each episode's scores
+    are blended with those of the episodes of its concrete namespace added
+    just before and after it (``seq`` order, a window over the scope's
+    episodes) before the best ``pool`` of each retriever are picked -- the
+    DuckDB index's formula, computed in one statement.
+    """
+    out = Candidates()
+    vec_on = use_vec and qvec is not None
+    if use_kw and terms:
+        _keyword_stats(conn, scope, terms, out)
+    bm25_sql, bm25_params = (
+        bm25_expr(out.weights, k1, b, out.avgdl) if out.weights else ("0.0::float8", [])
+    )
+    cos_sql = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
+    cos_params = [qvec] if vec_on else []
+    wp, wn = (float(context[0]), float(context[1]))
+    ns = "user_id, agent_id, run_id, session_id"
+
+    def blend(own: str, prev: str, nxt: str) -> str:
+        return (
+            f"CASE WHEN kind = '{_EPISODE}' THEN ({own} + {wp!r}::float8 * coalesce({prev}, 0) "
+            f"+ {wn!r}::float8 * coalesce({nxt}, 0)) / (1 + {wp!r}::float8 * "
+            f"({prev} IS NOT NULL)::int + {wn!r}::float8 * ({nxt} IS NOT NULL)::int) "
+            f"ELSE {own} END"
+        )
+
+    rows = conn.execute(
+        f"""
+        WITH s AS (
+            SELECT id, kind, {ns}, seq, {cos_sql} AS c, {bm25_sql} AS k
+            FROM memories WHERE {where}
+        ), l AS (
+            SELECT id, c, k,
+                {blend("c", "lag(c) OVER w", "lead(c) OVER w")} AS bc,
+                {blend("k", "lag(k) OVER w", "lead(k) OVER w")} AS bk
+            FROM s
+            WINDOW w AS (PARTITION BY {ns}, kind = '{_EPISODE}' ORDER BY seq)
+        ), r AS (
+            SELECT id, c, k, bc, bk,
+                row_number() OVER (ORDER BY bc DESC, id) AS vr,
+                row_number() OVER (ORDER BY bk DESC, id) AS kr
+            FROM l
+        )
+        SELECT id, c, k, bc, bk, vr, kr FROM r
+        WHERE (%s AND vr <= %s) OR (%s AND bk > 0 AND kr <= %s)
+        """,
+        [*cos_params, *bm25_params, *params, vec_on, pool, bool(out.weights), pool],
+    ).fetchall()
+    if not rows:
+        return out
+    own: dict[str, tuple[float, float]] = {}
+    for mid, c, k, bc, bk, vr, kr in rows:
+        own[mid] = (float(c), float(k))
+        out.blended[mid] = (float(bc), float(bk))
+        if vec_on and vr <= pool:
+            out.vec_rank[mid] = int(vr)
+        if out.weights and float(bk) > 0 and kr <= pool:
+            out.kw_rank[mid] = int(kr)
+    recs = conn.execute(
+        f"SELECT {PG_SELECT} FROM memories WHERE id = ANY(%s) AND {where}",
+        [list(own), *params],
+    ).fetchall()
+    out.rows = [(*r, own[r[0]][1], own[r[0]][0]) for r in recs]  # + bm25, cosine
+    return out

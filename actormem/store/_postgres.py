@@ -786,9 +786,13 @@ class PostgresStore(PgQueries, StoreBase):
         use_kw = mode in ("hybrid", "keyword")
         pool = max(cfg.candidates, limit)
         k1, b = cfg.bm25_k1, cfg.bm25_b
+        wp, wn = cfg.context_prev_weight, cfg.context_next_weight
+        context = (wp, wn) if mode == "hybrid" and wp + wn > 0 else None
         cands = self._read(
             "search",
-            lambda conn: collect(conn, scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b),
+            lambda conn: collect(
+                conn, scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context=context
+            ),
         )
         if not cands.rows:
             return []
@@ -804,6 +808,11 @@ class PostgresStore(PgQueries, StoreBase):
         n = len(ids)
         bm25 = np.array([float(r[18]) for r in cands.rows], dtype=np.float64)
         cosine = np.array([float(r[19]) for r in cands.rows], dtype=np.float64)
+        shown_cos = shown_kw = None
+        if cands.blended:  # ranked by the blended scores, the hits show their own
+            shown_cos, shown_kw = cosine, bm25
+            cosine = np.array([cands.blended[i][0] for i in ids], dtype=np.float64)
+            bm25 = np.array([cands.blended[i][1] for i in ids], dtype=np.float64)
         df = dict(cands.df)
 
         def doc_freq(term: str) -> int:
@@ -831,6 +840,8 @@ class PostgresStore(PgQueries, StoreBase):
             records=lambda top: [records[int(i)] for i in top],
             doc_freq=doc_freq,
             n_docs=cands.n_docs or self.count(scope),
+            shown_cosine=shown_cos if use_vec else None,
+            shown_bm25=shown_kw,
         )
         return [(s, records[s.row]) for s in scored]
 

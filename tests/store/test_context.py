@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,14 +32,21 @@ FILLER = [
 ]
 
 
-def _store(path: Path) -> DuckDBStore:
-    return DuckDBStore(
-        path,
-        embedder=HashEmbedder(64),
-        touch_flush_interval=None,
-        near_duplicate_threshold=None,
-        clock=lambda: T0,
-    )
+@pytest.fixture(params=["duckdb", "postgres"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Any]:
+    """``open_store()`` opens the test's store (the same file or database each call)."""
+    kwargs: dict[str, Any] = {
+        "embedder": HashEmbedder(64),
+        "touch_flush_interval": None,
+        "near_duplicate_threshold": None,
+        "clock": lambda: T0,
+    }
+    if request.param == "duckdb":
+        return lambda: DuckDBStore(tmp_path / "m.duckdb", **kwargs)
+    from actormem.store._postgres import PostgresStore
+
+    dsn = request.getfixturevalue("pg_dsn")
+    return lambda: PostgresStore(dsn, **kwargs)
 
 
 def _episodes(texts: list[str], ns: Namespace = NS) -> list[NewMemory]:
@@ -48,12 +57,12 @@ def _episodes(texts: list[str], ns: Namespace = NS) -> list[NewMemory]:
     ]
 
 
-def _ids(store: DuckDBStore, query: str, cfg: SearchConfig, ns: Namespace = NS) -> list[str]:
+def _ids(store: Any, query: str, cfg: SearchConfig, ns: Namespace = NS) -> list[str]:
     return [h.memory.id for h in store.search(query, ns, limit=3, config=cfg, touch=False)]
 
 
-def test_a_reply_is_found_through_the_turn_it_answers(tmp_path: Path) -> None:
-    with _store(tmp_path / "m.duckdb") as store:
+def test_a_reply_is_found_through_the_turn_it_answers(open_store: Callable[[], Any]) -> None:
+    with open_store() as store:
         store.add_many(NS, _episodes([*FILLER[:2], QUESTION, ANSWER, *FILLER[2:]]), dedup=False)
         query = "Where did the sister move after the wedding?"
         assert "s1-3" not in _ids(store, query, OFF)  # the reply shares no word with it
@@ -62,8 +71,8 @@ def test_a_reply_is_found_through_the_turn_it_answers(tmp_path: Path) -> None:
         assert hit.bm25 == 0.0  # the hit reports the memory's own scores
 
 
-def test_the_next_turn_lends_its_score_backwards(tmp_path: Path) -> None:
-    with _store(tmp_path / "m.duckdb") as store:
+def test_the_next_turn_lends_its_score_backwards(open_store: Callable[[], Any]) -> None:
+    with open_store() as store:
         store.add_many(NS, _episodes([*FILLER[:2], QUESTION, ANSWER, *FILLER[2:]]), dedup=False)
         query = "Lisbon last spring"
         back = SearchConfig(context_prev_weight=0.0, context_next_weight=0.5)
@@ -71,8 +80,8 @@ def test_the_next_turn_lends_its_score_backwards(tmp_path: Path) -> None:
         assert _ids(store, query, back)[:2] == ["s1-3", "s1-2"]
 
 
-def test_memories_that_are_not_episodes_keep_their_scores(tmp_path: Path) -> None:
-    with _store(tmp_path / "m.duckdb") as store:
+def test_memories_that_are_not_episodes_keep_their_scores(open_store: Callable[[], Any]) -> None:
+    with open_store() as store:
         store.add_many(
             NS,
             [NewMemory(content=t, kind="fact", created_at=T0) for t in [*FILLER, QUESTION, ANSWER]],
@@ -84,9 +93,9 @@ def test_memories_that_are_not_episodes_keep_their_scores(tmp_path: Path) -> Non
             assert [(h.memory.id, h.score) for h in off] == [(h.memory.id, h.score) for h in on]
 
 
-def test_episodes_of_another_conversation_are_not_context(tmp_path: Path) -> None:
+def test_episodes_of_another_conversation_are_not_context(open_store: Callable[[], Any]) -> None:
     other = Namespace(user_id="u", session_id="s2")
-    with _store(tmp_path / "m.duckdb") as store:
+    with open_store() as store:
         # Added one after the other, but in two sessions of the same user.
         store.add_many(NS, _episodes([*FILLER[:2], QUESTION]), dedup=False)
         store.add_many(other, _episodes([ANSWER, *FILLER[2:]], other), dedup=False)
@@ -99,21 +108,20 @@ def test_episodes_of_another_conversation_are_not_context(tmp_path: Path) -> Non
         assert "s1-late" in _ids(store, query, ON, scope)
 
 
-def test_links_follow_new_episodes_and_survive_a_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "m.duckdb"
+def test_links_follow_new_episodes_and_survive_a_reopen(open_store: Callable[[], Any]) -> None:
     query = "Where did the sister move after the wedding?"
-    with _store(path) as store:
+    with open_store() as store:
         store.add_many(NS, _episodes([*FILLER, QUESTION]), dedup=False)
         before = _ids(store, query, ON)
         store.add(NS, NewMemory(content=ANSWER, kind="episode", id="s1-reply", created_at=T0))
         after = _ids(store, query, ON)
         assert "s1-reply" not in before and after[:2] == ["s1-10", "s1-reply"]
-    with _store(path) as store:  # the index is rebuilt from the file in the same order
+    with open_store() as store:  # the index is rebuilt from the file in the same order
         assert _ids(store, query, ON) == after
 
 
-def test_an_episode_turned_into_a_fact_loses_its_context(tmp_path: Path) -> None:
-    with _store(tmp_path / "m.duckdb") as store:
+def test_an_episode_turned_into_a_fact_loses_its_context(open_store: Callable[[], Any]) -> None:
+    with open_store() as store:
         store.add_many(NS, _episodes([*FILLER, QUESTION, ANSWER]), dedup=False)
         query = "Where did the sister move after the wedding?"
         assert "s1-11" in _ids(store, query, ON)
@@ -128,8 +136,8 @@ def test_context_weights_are_validated() -> None:
         SearchConfig(context_next_weight=float("nan"))
 
 
-def test_keyword_and_vector_modes_rank_each_memory_alone(tmp_path: Path) -> None:
-    with _store(tmp_path / "m.duckdb") as store:
+def test_keyword_and_vector_modes_rank_each_memory_alone(open_store: Callable[[], Any]) -> None:
+    with open_store() as store:
         store.add_many(NS, _episodes([*FILLER, QUESTION, ANSWER]), dedup=False)
         query = "Where did the sister move after the wedding?"
         for mode in ("keyword", "vector"):
