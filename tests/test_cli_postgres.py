@@ -108,3 +108,20 @@ def test_the_explorer_serves_a_postgres_store_while_a_worker_writes(
             assert proc.stdout is not None and proc.stderr is not None
             proc.stdout.close()
             proc.stderr.close()
+
+
+def test_memories_reembed_over_a_postgres_url(pg_dsn: str, tmp_path: Path) -> None:
+    from actormem.models.embedders import HashEmbedder
+
+    url = pg_url(pg_dsn)
+    with open_store(url, embedder=HashEmbedder(32)) as store:
+        store.add(Namespace(user_id="ada"), "Ada keeps her bicycle in the garden shed")
+    r = run("memories", "search", "bicycle", "--db", url, "--user", "ada", cwd=tmp_path)
+    assert r.returncode == 2 and "embedder" in r.stderr  # the mismatch is reported clearly
+    r = run("memories", "reembed", "--db", url, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["memories"] == 1 and rep["dim"] == 256 and rep["previous_dim"] == 32
+    with open_store(url) as store:  # now searchable with the bundled embedder
+        hits = store.search("where is the bike", Namespace(user_id="ada"), 3)
+        assert hits and "bicycle" in hits[0].memory.content
