@@ -170,6 +170,8 @@ class WordLlamaEmbedder:
 
     name: str = "wordllama-l2-supercat-256"
     dim: int = 256
+    #: A store opened with this embedder loads it in the background at open.
+    warm_on_open: bool = True
 
     def __init__(self, *, batch_size: int = 256) -> None:
         """Create the embedder (loading happens on first use).

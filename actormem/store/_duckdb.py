@@ -287,6 +287,12 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
         self._start_flusher(touch_flush_interval, f"actormem-store-flush:{Path(self.path).name}")
+        if getattr(self._embedder, "warm_on_open", False):  # local models; never a network call
+            threading.Thread(
+                target=self._warm_up,
+                name=f"actormem-store-warmup:{Path(self.path).name}",
+                daemon=True,
+            ).start()
         log.info("store.opened", path=self.path, memories=len(self._index), dim=self._dim)
 
     def __enter__(self) -> DuckDBStore:
@@ -298,6 +304,26 @@ class DuckDBStore(DuckDBQueries, StoreBase):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._index)} live memories"
         return f"DuckDBStore({self.path!r}, {state})"
+
+    def _warm_up(self) -> None:
+        """Load the embedder and the second stage's word vectors off the caller's path.
+
+        Runs once in the background after open when the embedder sets
+        ``warm_on_open`` (the bundled WordLlama does), so the first search does not
+        pay for loading the model (about 0.4-0.8 s for WordLlama here); a
+        search that arrives earlier waits for the load it would have done
+        anyway.  Failures are left for the real call to report.
+        """
+        try:
+            if not self._closed:
+                self._embed(["warm up the query path"])
+            words = getattr(self._embedder, "word_vectors", None)
+            if callable(words) and not self._closed:
+                words(["warm"])  # builds the model's whole-word table (~0.15 s)
+            if not self._closed:
+                self._reranker.prepare("warm up the query path", self._config)
+        except Exception as exc:
+            log.debug("store.warm_up_failed", path=self.path, error=str(exc))
 
     def _keep_private(self) -> None:
         """Make the database file and its WAL readable by their owner only.

@@ -228,3 +228,35 @@ def test_journal_rows_of_hostile_text_round_trip(store: DuckDBStore) -> None:
     store.set_journal_state(ns, {"k'0": "replaced ''"})
     assert store.journal_state(ns) == {**state, "k'0": "replaced ''"}
     assert store.journal_state(Namespace(user_id="o'neil")) == {}  # exact namespace only
+
+
+def test_open_warms_the_embedder_and_word_vectors_in_the_background(tmp_path: Path) -> None:
+    warmed = threading.Event()
+    seen: list[str] = []
+
+    class Tracking(HashEmbedder):
+        warm_on_open = True
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            seen.append(f"embed:{threading.current_thread().name}")
+            return super().embed(texts)
+
+        def word_vectors(self, words):  # type: ignore[no-untyped-def]
+            seen.append(f"words:{threading.current_thread().name}")
+            warmed.set()
+            return super().embed(words)
+
+    with DuckDBStore(tmp_path / "warm.duckdb", embedder=Tracking(64), touch_flush_interval=None):
+        assert warmed.wait(60)  # nobody searched: the store's own thread did it
+    assert seen[:2] == [
+        "embed:actormem-store-warmup:warm.duckdb",
+        "words:actormem-store-warmup:warm.duckdb",
+    ]
+
+    class Quiet(Tracking):
+        warm_on_open = False  # e.g. a remote embedder: no call at open
+
+    seen.clear()
+    with DuckDBStore(tmp_path / "cold.duckdb", embedder=Quiet(64)) as store:
+        store.add(Namespace(user_id="u"), "no warm-up for embedders that do not ask")
+    assert seen == [f"embed:{threading.current_thread().name}"]
