@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--idle", type=float, default=2.0)
+    parser.add_argument("--quick", action="store_true", help="200 memories, one process each")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.runs = 200, 1
     res: dict[str, Any] = {"rows": args.rows, "runs": args.runs, "idle_s": args.idle}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "cold.duckdb"

@@ -65,7 +65,10 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="30 turns")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.turns = 30
     res: dict[str, Any] = {"turns": args.turns}
     with tempfile.TemporaryDirectory() as d:
         for kind in ("no store", "store + autocontext", "store + autocontext + journal"):

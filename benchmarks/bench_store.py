@@ -24,12 +24,15 @@ words, names and numbers):
 * **approx recall@10**: where the full scope is large enough for the
   approximate first pass (``approx_search_min_rows``, 200k by default), the
   mean share of the exact cosine top-10 that it returns ("exact" below).
+* **busy neighbours** (``--busy``): hybrid search over all memories and over
+  one tenant, and the numpy floor, first idle and then beside two CPU-bound
+  processes (pure-Python loops), in the same run, with the ratio to the floor.
 * **DuckDB FTS only**: ``PRAGMA create_fts_index`` build time and
   ``match_bm25`` top-10 latency on the same file.
 
 Usage::
 
-    python -m benchmarks.bench_store [--quick] [--sizes 10000,100000,1000000]
+    python -m benchmarks.bench_store [--quick] [--busy] [--sizes 10000,100000,1000000]
     python -m benchmarks.bench_store --backend postgres [--sizes 10000,100000]
 
 ``--backend postgres`` runs DuckDB and PostgreSQL side by side instead (see
@@ -42,8 +45,10 @@ unless ``ACTORMEM_PG_DSN`` names a server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gc
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -232,7 +237,60 @@ def _fts(path: Path, queries: Sequence[str]) -> dict[str, Any]:
     return {"build_s": round(build, 2), **lat}
 
 
-def run_size(n: int, tmp: Path, embedder: WordLlamaEmbedder) -> dict[str, Any]:
+def _spin(stop: Any) -> None:
+    """A CPU-bound neighbour: pure-Python arithmetic until ``stop`` is set."""
+    x = 0
+    while not stop.is_set():
+        for i in range(100_000):
+            x = (x + i * i) % 1_000_003
+
+
+class BusyNeighbours:
+    """``count`` CPU-bound processes beside the benchmark while the block runs."""
+
+    def __init__(self, count: int = 2) -> None:
+        self._ctx = multiprocessing.get_context("spawn")
+        self._stop = self._ctx.Event()
+        self._procs = [self._ctx.Process(target=_spin, args=(self._stop,)) for _ in range(count)]
+
+    def __enter__(self) -> BusyNeighbours:
+        for p in self._procs:
+            p.start()
+        time.sleep(1.0)  # let them start spinning (a benchmark, not a test)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for p in self._procs:
+            p.join(30)
+            if p.is_alive():
+                p.terminate()
+
+
+def _busy_round(
+    store: DuckDBStore, floor: Callable[[str], Any], queries: Sequence[str]
+) -> dict[str, Any]:
+    """Hybrid search over everyone and one tenant, and the numpy floor, idle then busy."""
+    everyone, tenant = Namespace(agent_id="bench"), Namespace(user_id="u7")
+    out: dict[str, Any] = {}
+    for label in ("idle", "busy"):
+        busy = BusyNeighbours(2) if label == "busy" else contextlib.nullcontext()
+        with busy:
+            out[label] = {
+                "floor": _latency(floor, queries),
+                "hybrid_all": _latency(
+                    functools.partial(_search, store, everyone, "hybrid"), queries
+                ),
+                "hybrid_tenant": _latency(
+                    functools.partial(_search, store, tenant, "hybrid"), queries
+                ),
+            }
+    return out
+
+
+def run_size(
+    n: int, tmp: Path, embedder: WordLlamaEmbedder, *, busy: bool = False
+) -> dict[str, Any]:
     """All measurements at one corpus size."""
     texts = corpus(n)
     res: dict[str, Any] = {"n": n}
@@ -271,6 +329,8 @@ def run_size(n: int, tmp: Path, embedder: WordLlamaEmbedder) -> dict[str, Any]:
     )
     res["numpy_floor_top10"] = _latency(floor, queries)
     res["approx_recall_at10"] = _approx_recall(store, everyone, [qvecs[q] for q in queries])
+    if busy:
+        res["busy_neighbours"] = _busy_round(store, floor, queries)
     store.close()
     t0 = time.perf_counter()
     DuckDBStore(path, embedder=lookup, touch_flush_interval=None).close()
@@ -326,6 +386,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="10k only")
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated sizes")
     parser.add_argument(
+        "--busy",
+        action="store_true",
+        help="also measure hybrid search and the numpy floor beside two CPU-bound processes",
+    )
+    parser.add_argument(
         "--backend",
         choices=["duckdb", "postgres"],
         default="duckdb",
@@ -340,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            results.append(run_size(n, Path(tmp), embedder))
+            results.append(run_size(n, Path(tmp), embedder, busy=args.busy))
     rows = []
     for r in results:
         fts = r["duckdb_fts"]
@@ -388,6 +453,44 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ],
         rows,
     )
+    busy_rows = []
+    for r in results:
+        b = r.get("busy_neighbours")
+        if not b:
+            continue
+        for label in ("idle", "busy"):
+            m = b[label]
+            busy_rows.append(
+                [
+                    f"{r['n']:,} {label}",
+                    m["hybrid_all"]["p50_ms"],
+                    m["hybrid_all"]["p99_ms"],
+                    m["floor"]["p50_ms"],
+                    m["floor"]["p99_ms"],
+                    m["hybrid_all"]["p50_ms"] / m["floor"]["p50_ms"],
+                    m["hybrid_tenant"]["p50_ms"],
+                    m["hybrid_tenant"]["p99_ms"],
+                    m["hybrid_all"]["cpu_share"],
+                    m["hybrid_all"]["load_1m"],
+                ]
+            )
+    if busy_rows:
+        print_table(
+            "hybrid search idle and beside two CPU-bound processes (ms; same run)",
+            [
+                "N",
+                "hybrid p50",
+                "hybrid p99",
+                "floor p50",
+                "floor p99",
+                "p50 / floor",
+                "tenant p50",
+                "tenant p99",
+                "cpu share",
+                "load 1m",
+            ],
+            busy_rows,
+        )
     payload = {"benchmark": "store", "sizes": sizes, "results": results}
     write_results("bench_store_quick" if args.quick else "bench_store", payload)
     return payload

@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000, help="memories prefilled")
     parser.add_argument("-n", type=int, default=300, help="single writes per measure")
+    parser.add_argument("--quick", action="store_true", help="2,000 rows, 50 writes")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.n = 2_000, 50
     res = run(args.rows, args.n)
     f = res["fsync_per_s"]
     rows = [

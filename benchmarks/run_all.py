@@ -11,6 +11,7 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_runtime",
     "bench_sessions",
     "bench_store",
+    ("bench_store", ["--busy", "--sizes", "5000,100000"]),  # idle beside busy
     ("bench_store", ["--backend", "postgres"]),  # DuckDB beside PostgreSQL
     "bench_locomo",
     ("bench_locomo", ["--backend", "postgres"]),
@@ -18,6 +19,9 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_compress",
     "bench_recorder",
     "bench_ui",
+    "bench_writes",
+    "bench_reply",
+    "bench_coldstart",
     "bench_turns",
 ]
 
