@@ -44,11 +44,13 @@ tuples, never from callers.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -112,6 +114,26 @@ from actormem.store._types import (
 __all__ = ["DuckDBStore", "content_hash", "rich_progress"]
 
 log = structlog.get_logger(__name__)
+
+#: Stores not closed yet.  Their flusher and the actors' threads are daemon
+#: threads: at interpreter exit, one caught inside a DuckDB call when Python
+#: tears daemon threads down aborts the process ("terminate called without an
+#: active exception", duckdb/duckdb#13904) -- a program (or test run) that
+#: forgot ``close()`` died with SIGABRT in up to half of its exits here.  This closes
+#: them at exit instead (after the runtimes' own handler, registered later, has
+#: flushed their recorders): pending access counts are written, the threads
+#: stop, the file is released.
+_OPEN_STORES: weakref.WeakSet[DuckDBStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    for store in list(_OPEN_STORES):
+        try:
+            store.close()
+        except Exception as exc:  # exit anyway; say what went wrong
+            log.error("store.close_at_exit_failed", path=store.path, error=repr(exc))
+
 
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
@@ -293,6 +315,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 name=f"actormem-store-warmup:{Path(self.path).name}",
                 daemon=True,
             ).start()
+        _OPEN_STORES.add(self)
         log.info("store.opened", path=self.path, memories=len(self._index), dim=self._dim)
 
     def __enter__(self) -> DuckDBStore:
@@ -358,6 +381,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         """Flush access counters, stop the flusher and close the file (idempotent)."""
         if self._closed:
             return
+        _OPEN_STORES.discard(self)
         self._stop_flusher()
         with self._write_lock:
             try:

@@ -377,3 +377,41 @@ def test_an_update_that_keeps_the_lists_updates_the_row_in_place(
     assert rec.tags == ("music",)
     store.update(ns, res.id, tags=["music", "jazz"])
     assert store.get(ns, res.id).tags == ("music", "jazz")
+
+
+def test_a_store_never_closed_is_closed_at_exit(tmp_path: Path) -> None:
+    """A program that forgets close(): exit status 0 (no SIGABRT from a daemon thread
+    inside DuckDB at teardown) and the pending access counts are written."""
+    import subprocess
+    import sys
+    import textwrap
+
+    db = tmp_path / "m.duckdb"
+    child = textwrap.dedent(
+        f"""
+        import threading
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+
+        ns = Namespace(user_id="u")
+        store = DuckDBStore({str(db)!r}, embedder=HashEmbedder(16), touch_flush_interval=3600)
+        store.add(ns, "the ferry leaves at nine")
+        assert store.search("ferry", ns, 1)  # one access, pending (flushed hourly)
+
+        def busy() -> None:  # a daemon thread still inside the store as Python exits
+            while True:
+                store.search("ferry", ns, 1, touch=False)
+
+        threading.Thread(target=busy, daemon=True).start()
+        print("exiting", flush=True)
+        """
+    )
+    for _ in range(3):
+        r = subprocess.run(
+            [sys.executable, "-c", child], capture_output=True, text=True, timeout=120
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "exiting" in r.stdout
+    with DuckDBStore(db, embedder=HashEmbedder(16)) as store:
+        (rec,) = store.list(Namespace(user_id="u"))
+        assert rec.access_count == 3  # each run's pending count was written at exit
