@@ -14,6 +14,22 @@ Search
     tenant's btree), BM25 computed in SQL from stored term counts, fusion and
     the second stage shared with DuckDB (:mod:`actormem.store._ranking`).
 
+Large scopes (designed, not built yet)
+    Exact search costs a scan of the scope: ~2 ms for a 1k-row tenant, 64-76
+    ms for 100k rows in one scope.  The plan for scopes past a threshold
+    (``hnsw_min_rows``, about 20k live rows): a *partial* HNSW index per such
+    scope, ``CREATE INDEX CONCURRENTLY ... USING hnsw (embedding
+    vector_cosine_ops) WHERE <scope predicate> AND deleted_at IS NULL AND
+    superseded_by IS NULL``, created once (by the first worker that sees the
+    scope pass the threshold, under an advisory lock; recorded in a table of
+    indexed scopes); a search of that scope then runs ``SET LOCAL
+    hnsw.iterative_scan = relaxed_order`` and ``ORDER BY embedding <=> $q``
+    with the same predicate (so the partial index applies), re-scores its
+    candidates exactly, and keeps ``+ 0`` everywhere else.  Small scopes
+    never pay the index's ingest cost (~540 rows/s once an HNSW index
+    exists, against ~20k rows/s without).  The recall test for the trap is
+    ``test_tenant_search_stays_exact_when_an_hnsw_index_exists``.
+
 Concurrency (several workers writing one namespace at once)
     Every write that decides against stored rows (dedup of adds, merges,
     updates, deletes, maintenance, imports, journal appends) takes a

@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import Namespace, NewMemory, SchemaVersionError, StoreError
+from actormem.store import (
+    EmbedderMismatchError,
+    Namespace,
+    NewMemory,
+    SchemaVersionError,
+    StoreError,
+)
 from actormem.store._postgres import PostgresStore
 from actormem.store._records import query_text
 
@@ -383,3 +389,28 @@ def test_tenant_search_stays_exact_when_an_hnsw_index_exists(pg_dsn: str) -> Non
         reader.close()
     finally:
         store.close()
+
+
+def test_embedder_change_is_detected_and_reembed_fixes_it(pg_dsn: str) -> None:
+    with _open(pg_dsn) as store:
+        store.add_many(NS, ["green tea", "black coffee", "red wine"])
+    with pytest.raises(EmbedderMismatchError) as err:
+        _open(pg_dsn, embedder=HashEmbedder(32))
+    assert "hash-64" in str(err.value) and "hash-32" in str(err.value)
+    seen: list[tuple[int, int]] = []
+    with _open(
+        pg_dsn,
+        embedder=HashEmbedder(32),
+        on_embedder_mismatch="reembed",
+        progress=lambda d, t: seen.append((d, t)),
+    ) as store:
+        assert store.dim == 32
+        assert store.search("coffee", NS, mode="vector")[0].memory.content == "black coffee"
+    assert seen and seen[-1][1] == 3
+    with _open(pg_dsn, embedder=HashEmbedder(32)) as store:  # now the stored embedder
+        report = store.reembed(embedder=HashEmbedder(48))
+        assert (report.previous_embedder, report.embedder) == ("hash-32", "hash-48")
+        assert report.memories == 3
+        assert store.search("wine", NS, mode="vector")[0].memory.content == "red wine"
+    with pytest.raises(EmbedderMismatchError):
+        _open(pg_dsn, embedder=HashEmbedder(32))
