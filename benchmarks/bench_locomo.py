@@ -72,11 +72,16 @@ VARIANTS: dict[str, tuple[SearchMode, SearchConfig | None]] = {
     "hybrid": ("hybrid", None),
     "hybrid_no_context": (
         "hybrid",
-        SearchConfig(context_prev_weight=0.0, context_next_weight=0.0),
+        SearchConfig(context_prev_weight=0.0, context_next_weight=0.0, context_prev2_weight=0.0),
     ),
     "hybrid_first_stage": (
         "hybrid",
-        SearchConfig(rerank_depth=0, context_prev_weight=0.0, context_next_weight=0.0),
+        SearchConfig(
+            rerank_depth=0,
+            context_prev_weight=0.0,
+            context_next_weight=0.0,
+            context_prev2_weight=0.0,
+        ),
     ),
     "hybrid_no_soft_match": ("hybrid", SearchConfig(soft_match_weight=0.0)),
     "hybrid_no_speaker": ("hybrid", SearchConfig(speaker_weight=0.0)),

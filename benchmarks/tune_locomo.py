@@ -38,9 +38,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 GRID: dict[str, tuple[float, ...]] = {
     "soft_match_weight": (0.25, 0.5, 0.75),
     "speaker_weight": (0.2, 0.4),
-    "time_weight": (0.2, 0.4),
-    "context_prev_weight": (0.0, 0.5, 0.75, 1.0, 1.25),
+    "time_weight": (0.4,),
+    "context_prev_weight": (0.75, 1.0, 1.25),
     "context_next_weight": (0.0, 0.1, 0.25),
+    "context_prev2_weight": (0.0, 0.2, 0.4),
 }
 
 #: Recall sums at each k, plus recall@10 sums per category under ``-category``.
@@ -123,8 +124,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = _settings()
     configs = [SearchConfig(**s) for s in settings] + [
         SearchConfig(),
-        SearchConfig(context_prev_weight=0.0, context_next_weight=0.0),
-        SearchConfig(rerank_depth=0, context_prev_weight=0.0, context_next_weight=0.0),
+        SearchConfig(context_prev_weight=0.0, context_next_weight=0.0, context_prev2_weight=0.0),
+        SearchConfig(
+            rerank_depth=0,
+            context_prev_weight=0.0,
+            context_next_weight=0.0,
+            context_prev2_weight=0.0,
+        ),
     ]
     default, no_context, first_stage = len(settings), len(settings) + 1, len(settings) + 2
     per_conv = _score(data, configs)

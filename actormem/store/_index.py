@@ -53,6 +53,8 @@ log = structlog.get_logger(__name__)
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+#: ``(before, after, before2, after2)`` positions, see :meth:`MemoryIndex._episode_links`.
+_Links = tuple[I64, I64, I64, I64]
 
 _TOKEN_RE: Final = re.compile(r"[^\W_]+", re.UNICODE)
 _NS_NAMES: Final = ("user_id", "agent_id", "run_id", "session_id")
@@ -302,7 +304,7 @@ class MemoryIndex:
         self._version = 0
         self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
         #: namespace key -> (version, before, after): see :meth:`_episode_links`.
-        self._links_cache: dict[tuple[str, str, str, str], tuple[int, I64, I64]] = {}
+        self._links_cache: dict[tuple[str, str, str, str], tuple[int, _Links]] = {}
 
     # -- size -------------------------------------------------------------------
 
@@ -879,14 +881,18 @@ class MemoryIndex:
             cos = self.cosine(rows, query) if use_vec and not approx and query is not None else None
             kw = self.bm25(rows, terms, config.bm25_k1, config.bm25_b) if use_kw else None
             cos_own, kw_own = cos, kw
-            wp, wn = config.context_prev_weight, config.context_next_weight
-            if mode == "hybrid" and wp + wn > 0 and (cos is not None or kw is not None):
-                before, after = self._episode_links(namespace, rows, cache=filters is None)
-                if before.size:
+            weights3 = (
+                config.context_prev_weight,
+                config.context_next_weight,
+                config.context_prev2_weight,
+            )
+            if mode == "hybrid" and sum(weights3) > 0 and (cos is not None or kw is not None):
+                links = self._episode_links(namespace, rows, cache=filters is None)
+                if links[0].size:
                     if cos is not None:
-                        cos = _with_context(cos, before, after, wp, wn)
+                        cos = _with_context(cos, links, weights3)
                     if kw is not None:
-                        kw = _with_context(kw, before, after, wp, wn)
+                        kw = _with_context(kw, links, weights3)
             cand: set[int] = set()
             vec_rank: dict[int, int] = {}
             kw_rank: dict[int, int] = {}
@@ -946,7 +952,7 @@ class MemoryIndex:
                 shown_bm25=shown_kw,
             )
 
-    def _episode_links(self, namespace: Namespace, rows: I64, *, cache: bool) -> tuple[I64, I64]:
+    def _episode_links(self, namespace: Namespace, rows: I64, *, cache: bool) -> _Links:
         """Positions ``(a, b)`` in ``rows`` of consecutive episodes (``a`` added just before ``b``).
 
         Two episodes of one concrete namespace are linked when no other
@@ -956,12 +962,17 @@ class MemoryIndex:
         episodes of other namespaces of the scope, between them do not break
         the link.  Cached per scope until the index changes (``cache``: the
         scope has no filters).
+
+        Returns:
+            ``(before, after, before2, after2)``: ``before[i]`` is the
+            episode just before ``after[i]``; ``before2[i]`` the one two
+            episodes before ``after2[i]``.
         """
         key = namespace.key()
         if cache:
             hit = self._links_cache.get(key)
             if hit is not None and hit[0] == self._version:
-                return hit[1], hit[2]
+                return hit[1]
         empty = np.zeros(0, dtype=np.int64)
         before, after = empty, empty
         code = self._kinds.get("episode")
@@ -978,11 +989,16 @@ class MemoryIndex:
                     if not value:
                         same &= self._ns[field, rows[before]] == self._ns[field, rows[after]]
                 before, after = before[same], after[same]
+        prev = np.full(rows.size, -1, dtype=np.int64)
+        prev[after] = before
+        two = prev[before]
+        has_two = two >= 0
+        links = (before, after, two[has_two], after[has_two])
         if cache:
             if len(self._links_cache) >= 64:
                 self._links_cache.clear()
-            self._links_cache[key] = (self._version, before, after)
-        return before, after
+            self._links_cache[key] = (self._version, links)
+        return links
 
     def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
         """Positions in ``rows`` of the (approximately) ``k`` nearest, best first.
@@ -1055,21 +1071,24 @@ class MemoryIndex:
             return out
 
 
-def _with_context(scores: F32, before: I64, after: I64, wp: float, wn: float) -> F32:
+def _with_context(scores: F32, links: _Links, weights: tuple[float, float, float]) -> F32:
     """Blend each linked position's score with its neighbours' (see ``context_prev_weight``).
 
-    ``(s + wp * s_prev + wn * s_next) / (1 + wp + wn)``, where a position
-    without a previous (next) episode leaves that term out of both sums, so
-    memories that are not episodes keep their score.
+    ``(s + wp * s_prev + wn * s_next + wp2 * s_prev2) / (1 + wp + wn + wp2)``,
+    where a position without such a neighbour leaves that term out of both
+    sums, so memories that are not episodes keep their score.
     """
+    before, after, before2, after2 = links
     out = scores.copy()
     den = np.ones(scores.size, dtype=np.float32)
-    if wp:
-        out[after] += np.float32(wp) * scores[before]
-        den[after] += np.float32(wp)
-    if wn:
-        out[before] += np.float32(wn) * scores[after]
-        den[before] += np.float32(wn)
+    for w, src, dst in (
+        (weights[0], before, after),
+        (weights[1], after, before),
+        (weights[2], before2, after2),
+    ):
+        if w:
+            out[dst] += np.float32(w) * scores[src]
+            den[dst] += np.float32(w)
     out /= den
     return out
 

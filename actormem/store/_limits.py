@@ -161,6 +161,7 @@ SEARCH_FIELDS: Final[Mapping[str, Span]] = {
     "rerank_depth": Span(0, MAX_LIMIT, integer=True),
     "context_prev_weight": WEIGHT,
     "context_next_weight": WEIGHT,
+    "context_prev2_weight": WEIGHT,
 }
 
 #: The numeric fields of :class:`~actormem.store.RelevanceWeights`.

@@ -125,7 +125,7 @@ def collect(
     k1: float,
     b: float,
     hnsw: Any = None,
-    context: tuple[float, float] | None = None,
+    context: tuple[float, float, float] | None = None,
 ) -> Candidates:
     """Find the candidates of one search on ``conn`` (see the module docstring).
 
@@ -256,13 +256,13 @@ def _collect_in_context(
     use_kw: bool,
     k1: float,
     b: float,
-    context: tuple[float, float],
+    context: tuple[float, float, float],
 ) -> Candidates:
     """Candidates with neighbouring episodes as context (``SearchConfig.context_*``).
 
     Every row of the scope is scored (cosine and BM25); each episode's scores
     are blended with those of the episodes of its concrete namespace added
-    just before and after it (``seq`` order, a window over the scope's
+    just before, just after and two before it (``seq`` order, a window over the scope's
     episodes) before the best ``pool`` of each retriever are picked -- the
     DuckDB index's formula, computed in one statement.
     """
@@ -275,16 +275,18 @@ def _collect_in_context(
     )
     cos_sql = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
     cos_params = [qvec] if vec_on else []
-    wp, wn = (float(context[0]), float(context[1]))
+    wp, wn, w2 = (float(context[0]), float(context[1]), float(context[2]))
     ns = "user_id, agent_id, run_id, session_id"
 
-    def blend(own: str, prev: str, nxt: str) -> str:
-        return (
-            f"CASE WHEN kind = '{_EPISODE}' THEN ({own} + {wp!r}::float8 * coalesce({prev}, 0) "
-            f"+ {wn!r}::float8 * coalesce({nxt}, 0)) / (1 + {wp!r}::float8 * "
-            f"({prev} IS NOT NULL)::int + {wn!r}::float8 * ({nxt} IS NOT NULL)::int) "
-            f"ELSE {own} END"
+    def blend(own: str) -> str:
+        terms = (
+            (wp, f"lag({own}) OVER w"),
+            (wn, f"lead({own}) OVER w"),
+            (w2, f"lag({own}, 2) OVER w"),
         )
+        num = " + ".join(f"{w!r}::float8 * coalesce({x}, 0)" for w, x in terms)
+        den = " + ".join(f"{w!r}::float8 * ({x} IS NOT NULL)::int" for w, x in terms)
+        return f"CASE WHEN kind = '{_EPISODE}' THEN ({own} + {num}) / (1 + {den}) ELSE {own} END"
 
     rows = conn.execute(
         f"""
@@ -293,8 +295,8 @@ def _collect_in_context(
             FROM memories WHERE {where}
         ), l AS (
             SELECT id, c, k,
-                {blend("c", "lag(c) OVER w", "lead(c) OVER w")} AS bc,
-                {blend("k", "lag(k) OVER w", "lead(k) OVER w")} AS bk
+                {blend("c")} AS bc,
+                {blend("k")} AS bk
             FROM s
             WINDOW w AS (PARTITION BY {ns}, kind = '{_EPISODE}' ORDER BY seq)
         ), r AS (

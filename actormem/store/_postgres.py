@@ -802,8 +802,8 @@ class PostgresStore(PgQueries, StoreBase):
         use_kw = mode in ("hybrid", "keyword")
         pool = max(cfg.candidates, limit)
         k1, b = cfg.bm25_k1, cfg.bm25_b
-        wp, wn = cfg.context_prev_weight, cfg.context_next_weight
-        context = (wp, wn) if mode == "hybrid" and wp + wn > 0 else None
+        wp, wn, w2 = cfg.context_prev_weight, cfg.context_next_weight, cfg.context_prev2_weight
+        context = (wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None
         cands = self._read(
             "search",
             lambda conn: collect(

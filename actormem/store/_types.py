@@ -486,14 +486,16 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     often answered, or explained, by the turn before it ("Where did your
     sister move?" -- "Lisbon, last spring."), so before candidates are
     picked each ``episode`` memory's cosine and BM25 become
-    ``(s + context_prev_weight * s_prev + context_next_weight * s_next) /
-    (1 + context_prev_weight + context_next_weight)``, where ``s_prev`` and
-    ``s_next`` are the scores of the episodes of the same concrete namespace
-    added just before and just after it (a term without such a neighbour is
-    left out of both sums; memories of other kinds keep their own scores).
-    The hits still report the memory's own ``cosine`` and ``bm25``.  The
-    DuckDB backend implements it (it keeps the order memories were added
-    in); ``0`` for both weights turns it off.  It is tuned together with the
+    ``(s + context_prev_weight * s_prev + context_next_weight * s_next +
+    context_prev2_weight * s_prev2) / (1 + context_prev_weight +
+    context_next_weight + context_prev2_weight)``, where ``s_prev``,
+    ``s_next`` and ``s_prev2`` are the scores of the episodes of the same
+    concrete namespace added just before, just after and two before it (a
+    term without such a neighbour is left out of both sums; memories of
+    other kinds keep their own scores).
+    The hits still report the memory's own ``cosine`` and ``bm25``.  Both
+    backends keep the order memories were added in; ``0`` for all three
+    weights turns it off.  It is tuned together with the
     second stage, which re-scores each candidate by its own words: without
     that stage a reply can outrank the turn that matched.  On LoCoMo the second
     stage lifts hybrid recall@10 from 0.65 to 0.69 and recall@1 from 0.35
@@ -526,6 +528,8 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
             episode's (0 turns it off).
         context_next_weight: Share of the next episode's scores in an
             episode's (0 turns it off).
+        context_prev2_weight: Share of the scores of the episode two before
+            in an episode's (0 turns it off).
     """
 
     method: FusionMethod = "weighted"
@@ -543,6 +547,7 @@ class SearchConfig(msgspec.Struct, frozen=True, kw_only=True):
     rerank_depth: int = 50
     context_prev_weight: float = 1.0
     context_next_weight: float = 0.1
+    context_prev2_weight: float = 0.4
 
     def __post_init__(self) -> None:
         if self.method not in ("weighted", "rrf"):

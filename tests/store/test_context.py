@@ -12,8 +12,8 @@ from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, InvalidMemoryError, Namespace, NewMemory, SearchConfig
 
 NS = Namespace(user_id="u", session_id="s1")
-OFF = SearchConfig(context_prev_weight=0.0, context_next_weight=0.0)
-ON = SearchConfig(context_prev_weight=1.0, context_next_weight=0.0)
+OFF = SearchConfig(context_prev_weight=0.0, context_next_weight=0.0, context_prev2_weight=0.0)
+ON = SearchConfig(context_prev_weight=1.0, context_next_weight=0.0, context_prev2_weight=0.0)
 T0 = 1_700_000_000.0
 
 QUESTION = "Anna: where did your sister move after the wedding?"
@@ -75,9 +75,24 @@ def test_the_next_turn_lends_its_score_backwards(open_store: Callable[[], Any]) 
     with open_store() as store:
         store.add_many(NS, _episodes([*FILLER[:2], QUESTION, ANSWER, *FILLER[2:]]), dedup=False)
         query = "Lisbon last spring"
-        back = SearchConfig(context_prev_weight=0.0, context_next_weight=0.5)
+        back = SearchConfig(
+            context_prev_weight=0.0, context_next_weight=0.5, context_prev2_weight=0.0
+        )
         assert "s1-2" not in _ids(store, query, OFF)
         assert _ids(store, query, back)[:2] == ["s1-3", "s1-2"]
+
+
+def test_two_turns_back_lends_its_share(open_store: Callable[[], Any]) -> None:
+    aside = "Anna: hang on, the doorbell"
+    with open_store() as store:
+        texts = [*FILLER[:4], QUESTION, aside, ANSWER, *FILLER[4:]]
+        store.add_many(NS, _episodes(texts), dedup=False)
+        query = "Where did the sister move after the wedding?"
+        two = SearchConfig(
+            context_prev_weight=0.0, context_next_weight=0.0, context_prev2_weight=0.5
+        )
+        assert "s1-6" not in _ids(store, query, ON)[:2]  # the aside took the previous share
+        assert _ids(store, query, two)[:2] == ["s1-4", "s1-6"]
 
 
 def test_memories_that_are_not_episodes_keep_their_scores(open_store: Callable[[], Any]) -> None:
@@ -134,6 +149,8 @@ def test_context_weights_are_validated() -> None:
         SearchConfig(context_prev_weight=-1.0)
     with pytest.raises(InvalidMemoryError, match="context_next_weight"):
         SearchConfig(context_next_weight=float("nan"))
+    with pytest.raises(InvalidMemoryError, match="context_prev2_weight"):
+        SearchConfig(context_prev2_weight=-0.1)
 
 
 def test_keyword_and_vector_modes_rank_each_memory_alone(open_store: Callable[[], Any]) -> None:
