@@ -25,6 +25,7 @@ PostgreSQL's shared by several processes, is always asked again).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import threading
 import weakref
 from typing import Any, Final
@@ -35,6 +36,7 @@ import structlog
 from actormem.store import (
     KEYED_KIND,
     HistoryRecord,
+    MemoryNotFoundError,
     MemoryStore,
     Namespace,
     NewMemory,
@@ -182,7 +184,43 @@ class KeyedFacts:
             )
             result = self._store.add_many(self.namespace, [item], dedup=False)[0]
             self._index()[key] = result.id
+            return self._one_per_key(key, result, content, tags, meta)
+
+    def _one_per_key(
+        self,
+        key: str,
+        result: WriteResult,
+        content: str,
+        tags: tuple[str, ...],
+        meta: dict[str, str],
+    ) -> WriteResult:
+        """After adding ``key``: if another process added it at the same moment (a
+        store shared by several processes; the lock above is per process), keep
+        the oldest of the rows, delete the others and give it this save's value
+        (the last writer wins, with history rows saying so).  A store with a
+        ``change_counter`` (DuckDB) has one process: the lock suffices."""
+        if getattr(self._store, "change_counter", None) is not None:
             return result
+        rows = [
+            r
+            for r in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT)
+            if r.metadata.get("key") == key
+        ]
+        if len(rows) < 2:
+            return result
+        winner = min(rows, key=lambda r: (r.created_at, r.id))
+        why = f"save_fact({key!r}): saved at the same time by another process"
+        for rec in rows:
+            if rec.id != winner.id:
+                with contextlib.suppress(MemoryNotFoundError):  # the other one deleted it
+                    self._store.delete(self.namespace, rec.id, reason=why)
+        self._index()[key] = winner.id
+        if winner.id == result.id:
+            return result
+        log.info("keyed_fact.concurrent_save", key=key, kept=winner.id, dropped=result.id)
+        return self._store.update(
+            self.namespace, winner.id, content=content, tags=tags, metadata=meta, reason=why
+        )
 
     def get(self, key: str) -> str | None:
         """The value saved under ``key``, or None.

@@ -414,3 +414,21 @@ def test_embedder_change_is_detected_and_reembed_fixes_it(pg_dsn: str) -> None:
         assert store.search("wine", NS, mode="vector")[0].memory.content == "red wine"
     with pytest.raises(EmbedderMismatchError):
         _open(pg_dsn, embedder=HashEmbedder(32))
+
+
+def test_a_keyed_fact_saved_by_two_processes_at_once_stays_one_fact(
+    two: tuple[PostgresStore, PostgresStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actormem.recorder import KEYED_KIND, KeyedFacts
+
+    a, b = (KeyedFacts(s, NS) for s in two)
+    # A looked the key up before B's save committed (the per-process lock cannot
+    # stop another process): both add the key.
+    monkeypatch.setattr(a, "_live_id", lambda key: None)
+    b.save("plan", "gold")
+    res = a.save("plan", "silver")
+    monkeypatch.undo()
+    live = [r for r in two[0].list(a.namespace, kinds=[KEYED_KIND]) if r.metadata["key"] == "plan"]
+    assert len(live) == 1 and live[0].id == res.id
+    assert a.get("plan") == b.get("plan") == "silver"  # the last save wins
+    assert b.delete("plan") and a.get("plan") is None and b.get("plan") is None
