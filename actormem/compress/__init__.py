@@ -10,18 +10,17 @@ messages, calls :func:`compress`, and applies the returned
 from __future__ import annotations
 
 from actormem.compress._config import DEFAULT_PROMPTS, STRATEGY_NAMES, AutoContextConfig
-from actormem.compress._strategies import (
-    OFFLOADED,
-    STRATEGIES,
-    SUMMARIZED,
-    SUMMARY,
+from actormem.compress._driver import (
     AppliedStrategy,
     CompressionOutcome,
-    StrategyResult,
     compress,
-    compress_current_round,
-    is_protected,
     needs_compression,
+)
+from actormem.compress._edits import StrategyResult
+from actormem.compress._extractive import ExtractiveSummarizer
+from actormem.compress._strategies import (
+    STRATEGIES,
+    compress_current_round,
     offload_old,
     offload_recent,
     summarize_large_current,
@@ -29,13 +28,13 @@ from actormem.compress._strategies import (
     tool_runs,
 )
 from actormem.compress._summarize import (
-    ExtractiveSummarizer,
     ModelSummarizer,
     Summarizer,
     Summary,
     render_transcript,
 )
 from actormem.compress._tokens import EstimateTokenCounter, TokenCounter, TokenizerCounter
+from actormem.compress._view import OFFLOADED, SUMMARIZED, SUMMARY, is_protected
 
 __all__ = [
     "DEFAULT_PROMPTS",
