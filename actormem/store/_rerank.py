@@ -61,7 +61,7 @@ import numpy.typing as npt
 import structlog
 
 from actormem.models.base import WordVectors
-from actormem.store._index import _TOKEN_RE, _term
+from actormem.store._tokenize import _TOKEN_RE, _term
 from actormem.store._types import MemoryRecord, SearchConfig
 
 __all__ = ["MAX_QUERY_TERMS", "QueryRerank", "Reranked", "Reranker", "query_periods", "speaker_of"]

@@ -10,7 +10,8 @@ import pytest
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig, SearchFilters
-from actormem.store._index import MemoryIndex, _top, prepare, tokenize
+from actormem.store._index import MemoryIndex, prepare, tokenize
+from actormem.store._index_vectors import top_k
 from actormem.store._types import MemoryRecord
 
 NS = Namespace(user_id="u1")
@@ -56,7 +57,7 @@ def test_top_k_selection_matches_a_full_sort() -> None:
     for n, k in ((10, 20), (1000, 10), (200_000, 100), (200_000, 1000), (50_000, 7)):
         scores = rng.standard_normal(n).astype(np.float32)
         scores[::97] = 0.5  # ties
-        got = _top(scores, k)
+        got = top_k(scores, k)
         assert len(got) == min(n, k)
         want = np.sort(scores)[::-1][: min(n, k)]
         assert np.array_equal(scores[got], want)

@@ -1,0 +1,221 @@
+"""The row storage of :class:`~actormem.store._index.MemoryIndex`.
+
+One place declares every array, map and cache the index keeps, with how it
+grows and how a row dies, so the search mixins (:mod:`._index_vectors`,
+:mod:`._index_scope`) and the writes (:mod:`._index`) read one layout.
+
+Layout: rows are append-only.  Each row holds one live memory version: its
+vector in a growing ``(capacity, dim)`` float32 matrix (rows pre-normalised,
+so cosine is a dot product), interned namespace/kind codes and the numbers the
+relevance formula needs in numpy arrays, and the :class:`MemoryRecord` (to
+answer a search without a round trip to DuckDB).  An update appends a new row
+and kills the old one; killed rows are skipped by a boolean ``alive`` mask and
+reclaimed by compaction.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from actormem.store._types import MemoryRecord
+
+__all__ = [
+    "APPROX_DIMS",
+    "APPROX_MIN_ROWS",
+    "APPROX_RERANK",
+    "F32",
+    "F64",
+    "I64",
+    "IndexRows",
+    "Links",
+]
+
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+#: ``(before, after, before2, after2)`` positions, see :meth:`ScopeSearch._episode_links`.
+Links = tuple[I64, I64, I64, I64]
+
+
+class _Interner:
+    __slots__ = ("codes", "values")
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+        self.values: list[str] = [""]
+
+    def code(self, value: str) -> int:
+        found = self.codes.get(value)
+        if found is None:
+            found = self.codes[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+    def get(self, value: str) -> int:
+        return self.codes.get(value, -1)
+
+
+#: Scopes of at least this many rows are searched approximately (see MemoryIndex).
+APPROX_MIN_ROWS: Final = 200_000
+#: Size of the projected vectors of the approximate first pass.
+APPROX_DIMS: Final = 32
+#: Rows of the first pass re-scored with the full vectors.
+APPROX_RERANK: Final = 1000
+
+
+class IndexRows:
+    """Rows, their arrays and the maps from ids, hashes, namespaces and terms to rows."""
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        capacity: int = 1024,
+        approx_min_rows: int | None = APPROX_MIN_ROWS,
+        approx_dims: int = APPROX_DIMS,
+        approx_rerank: int = APPROX_RERANK,
+    ) -> None:
+        """Create an empty index for ``dim``-sized vectors.
+
+        Args:
+            dim: Vector size.
+            capacity: Initial number of rows allocated.
+            approx_min_rows: Scope size from which vector search takes the
+                approximate first pass; ``None`` keeps every search exact.
+            approx_dims: Size of the projected vectors (used when smaller than
+                ``dim``).
+            approx_rerank: Rows of the first pass re-scored exactly.
+        """
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._approx_min = approx_min_rows if approx_dims < dim else None
+        self._approx_dims = approx_dims
+        self._approx_rerank = max(approx_rerank, 1)
+        self._proj: F32 | None = None
+        self._reset(max(capacity, 16))
+
+    def _reset(self, capacity: int) -> None:
+        self._cap = capacity
+        self._n = 0
+        self._vecs: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
+        self._pvecs: F32 | None = (
+            None
+            if self._proj is None
+            else np.zeros((capacity, self._approx_dims), dtype=np.float32)
+        )
+        self._alive = np.zeros(capacity, dtype=bool)
+        self._ns = np.zeros((4, capacity), dtype=np.int32)
+        self._kind = np.zeros(capacity, dtype=np.int32)
+        self._importance = np.zeros(capacity, dtype=np.float64)
+        self._access = np.zeros(capacity, dtype=np.float64)
+        self._last = np.zeros(capacity, dtype=np.float64)
+        self._created = np.zeros(capacity, dtype=np.float64)
+        self._doclen = np.zeros(capacity, dtype=np.float32)
+        self._records: list[MemoryRecord | None] = []
+        self._row_of: dict[str, int] = {}
+        self._hash_row: dict[tuple[tuple[str, str, str, str], str], int] = {}
+        self._interners = [_Interner() for _ in range(4)]
+        self._kinds = _Interner()
+        self._ns_rows: list[dict[int, array[int]]] = [{} for _ in range(4)]
+        self._postings: dict[str, tuple[array[int], array[float]]] = {}
+        self._tag_rows: dict[str, array[int]] = {}
+        self._total_len = 0.0
+        self._live = 0
+        #: Bumped by every change of the rows' liveness or namespaces.
+        self._version = 0
+        self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
+        #: namespace key -> (version, before, after): see :meth:`_episode_links`.
+        self._links_cache: dict[tuple[str, str, str, str], tuple[int, Links]] = {}
+
+    # -- size -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of live memories."""
+        return self._live
+
+    @property
+    def rows(self) -> int:
+        """Number of rows including killed ones."""
+        return self._n
+
+    def _grow(self, need: int) -> None:
+        if need <= self._cap:
+            return
+        cap = self._cap
+        while cap < need:
+            cap *= 2
+        vecs = np.zeros((cap, self.dim), dtype=np.float32)
+        vecs[: self._n] = self._vecs[: self._n]
+        self._vecs = vecs
+        if self._pvecs is not None:
+            pvecs = np.zeros((cap, self._approx_dims), dtype=np.float32)
+            pvecs[: self._n] = self._pvecs[: self._n]
+            self._pvecs = pvecs
+        for name in (
+            "_alive",
+            "_kind",
+            "_importance",
+            "_access",
+            "_last",
+            "_created",
+            "_doclen",
+        ):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, name, new)
+        ns = np.zeros((4, cap), dtype=np.int32)
+        ns[:, : self._n] = self._ns[:, : self._n]
+        self._ns = ns
+        self._cap = cap
+
+    def _kill_row(self, row: int) -> None:
+        if not self._alive[row]:
+            return
+        self._version += 1
+        self._alive[row] = False
+        self._live -= 1
+        rec = self._records[row]
+        if rec is not None:
+            hkey = (rec.namespace.key(), rec.content_hash)
+            if self._hash_row.get(hkey) == row:
+                del self._hash_row[hkey]
+            if self._row_of.get(rec.id) == row:
+                del self._row_of[rec.id]
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The index's re-entrant lock: hold it to keep row numbers stable across calls."""
+        return self._lock
+
+    @property
+    def dead_fraction(self) -> float:
+        """Share of killed rows."""
+        return 0.0 if self._n == 0 else 1.0 - self._live / self._n
+
+    # -- reads ------------------------------------------------------------------
+
+    def _current(self, row: int) -> MemoryRecord:
+        rec = self._records[row]
+        assert rec is not None
+        access = int(self._access[row])
+        last = float(self._last[row])
+        if access != rec.access_count or last != rec.last_accessed:
+            rec = msgspec.structs.replace(rec, access_count=access, last_accessed=last)
+        return rec
+
+    def _live_record(self, row: int) -> MemoryRecord:
+        rec = self._records[row]
+        assert rec is not None
+        return rec
+
+    def _doc_freq(self, term: str) -> int:
+        """Rows whose content holds ``term`` (killed rows included until compaction)."""
+        posting = self._postings.get(term)
+        return 0 if posting is None else len(posting[0])
