@@ -7,9 +7,12 @@ deduplication and the budget filling are one responsibility of their own.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
+import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from actormem.compress._lexicon import (
@@ -34,7 +37,6 @@ from actormem.compress._summarize import (
     Summary,
     _call_text,
     _clip,
-    _speaker,
     _summary_body,
     _tool_names,
 )
@@ -44,7 +46,19 @@ from actormem.messages import Msg, OffloadRefBlock, TextBlock, ToolResultBlock, 
 __all__ = ["ExtractiveSummarizer"]
 
 _MAX_SENTENCE: Final = 320
+#: A rare word's weight once a chosen sentence holds it: the next sentence on
+#: the same topic must bring something else (coverage, not repetition).
+_COVERED: Final = 0.3
+_STOPS: Final = frozenset(".!?…:;\"')")
+#: A capitalised word in more than this share of the span's sentences is not
+#: counted as a name (the two speakers of a chat, who name each other in
+#: every other greeting).
+_COMMON_NAME: Final = 0.02
 _MAX_REFS: Final = 24
+_SUMMARY_LINE: Final = re.compile(r"^- ([^:\n]{1,80}?): (.+)$")
+_REF_LINE: Final = re.compile(
+    r"^- offloaded tool output \(reload by id\): (.+?)(?: and \d+ more)?$"
+)
 
 
 class _Sentence:
@@ -56,6 +70,13 @@ class _Sentence:
         self.text = text
         self.kind = kind  # "said", "tool" (a tool's output or a call) or "summary"
         self.words = frozenset(_WORDS.findall(text.lower())) - _STOP
+
+
+def _who(msg: Msg) -> str:
+    """The speaker label of a summary line: the name when there is one, else the role."""
+    if msg.metadata.get("actormem") == "summary":
+        return "earlier summary"
+    return msg.name or msg.role
 
 
 def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], list[str]]:
@@ -81,9 +102,9 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
             out.append(_Sentence(idx, who, s, kind))
 
     for i, m in enumerate(msgs):
-        speaker = _speaker(m)
+        speaker = _who(m)
         if m.metadata.get("actormem") == "summary":
-            add(i, speaker, _clip(_summary_body(m), max_chars), "summary")
+            _read_summary(i, speaker, _summary_body(m), add, refs)
             continue
         for b in m.content:
             if isinstance(b, TextBlock) and b.text.strip():
@@ -103,22 +124,51 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
     return out, list(dict.fromkeys(refs))
 
 
+def _read_summary(
+    idx: int, speaker: str, body: str, add: Callable[[int, str, str, str], None], refs: list[str]
+) -> None:
+    """Read an earlier summary back as the lines it was made of.
+
+    An extractive summary's ``- who: sentence`` lines keep their speaker (and a
+    tool's line stays tool output) instead of being nested under "earlier
+    summary"; its line of offload ids joins this summary's references.  Any
+    other text (a model's summary) is read as the earlier summary's own.
+    """
+    for line in body.split("\n"):
+        ids = _REF_LINE.match(line)
+        if ids is not None:
+            refs.extend(r.strip() for r in ids.group(1).split(",") if r.strip())
+            continue
+        said = _SUMMARY_LINE.match(line)
+        if said is None:
+            add(idx, speaker, line, "summary")
+            continue
+        who, text = said.group(1), said.group(2)
+        tool = who.endswith(" result") or text.startswith("called ")
+        add(idx, who, text, "tool" if tool else "summary")
+
+
 class ExtractiveSummarizer:
     """Offline summarizer: the sentences that carry the most information, in order.
 
     Each message is split into sentences.  A sentence scores for what it
     carries, not for its position or length: words that are rare in this
     span (IDF over the span's sentences), numbers, dates, names (capitalised
-    words inside the sentence), first-person statements ("I", "my", "we"),
-    decisions, errors and open tasks.  Words every other sentence repeats
-    (chit-chat, log boilerplate) count for little.  What a person said
-    outweighs tool output; tool output that was already offloaded behind a
-    reference is not read at all -- its reference is kept instead, on one
+    words inside the sentence that are not in every other line), first-person
+    statements ("I", "my", "we"), decisions, errors and open tasks.  Words
+    every other sentence repeats (chit-chat, log boilerplate) count for
+    little, and a rare word counts less once a chosen sentence holds it, so
+    the summary covers many topics instead of repeating one.  What a person
+    said outweighs tool output; tool output that was already offloaded behind
+    a reference is not read at all -- its reference is kept instead, on one
     ``- offloaded: ...`` line.  Exact repeats and repeats of one template with
     other numbers (log lines) are read once, and a sentence whose words
-    mostly repeat an already chosen one is skipped.  The best sentences are
-    taken until the token target is filled, then printed in their original
-    order as ``- speaker: sentence …`` lines (who said what is kept).
+    mostly repeat an already chosen one is skipped.  An earlier summary in
+    the span is read back line by line (its speakers kept).  The best
+    sentences are taken until the token target is filled (speaker labels
+    counted), then printed in their original order as ``- speaker: sentence
+    …`` lines, one line per run of one speaker (who said what is kept: the
+    speaker's name, or the role when the message has no name).
     Deterministic, no model, no network.
 
     Args:
@@ -162,39 +212,93 @@ class ExtractiveSummarizer:
         if not sentences:
             return Summary(ref_line, self.name)
         used = count(ref_line) + 2 if ref_line else 0
-        scores = _score(sentences)
-        order = sorted(range(len(sentences)), key=lambda k: (-scores[k], k))
-        chosen: list[int] = []
+        idf, top, bonuses, mults = _features(sentences)
+        weight = dict(idf)
+
+        def gain(k: int) -> float:
+            rare = sorted((weight[w] for w in sentences[k].words), reverse=True)[:6]
+            return (2.0 * sum(rare) / (6 * top) + bonuses[k]) * mults[k]
+
+        heap = [(-gain(k), k) for k in range(len(sentences))]
+        heapq.heapify(heap)
+        picked = _Picked(sentences, count)
         echoes = _Echoes(sentences)
-        for k in order:
+        while heap and used < budget:
+            neg, k = heapq.heappop(heap)
+            now = gain(k)
+            if heap and now < -heap[0][0] - 1e-12 and now < -neg - 1e-12:
+                heapq.heappush(heap, (-now, k))  # stale: its words were covered since
+                continue
             sent = sentences[k]
             if echoes.repeats(sent.words):
                 continue
-            cost = count(sent.text) + 2
+            cost = picked.cost(k)
             if used + cost > budget:
-                if chosen:
+                if picked.order:
                     continue
                 # Nothing fits yet: keep the best sentence, clipped to the budget.
                 sent.text = sent.text[: max(16, (budget - used) * 3)].rstrip() + "…"
                 cost = budget - used
-            chosen.append(k)
+            picked.add(k)
             echoes.add(sent.words)
+            for w in sent.words:
+                weight[w] = idf[w] * _COVERED
             used += cost
-            if used >= budget:
-                break
-        chosen.sort()
-        lines: list[str] = []
-        last: tuple[int, str] | None = None
-        for k in chosen:
-            sent = sentences[k]
-            if last == (sent.idx, sent.who):
-                lines[-1] += " " + sent.text
-            else:
-                lines.append(f"- {sent.who}: {sent.text}")
-                last = (sent.idx, sent.who)
+        lines = picked.lines()
         if ref_line:
             lines.append(ref_line)
         return Summary("\n".join(lines), self.name)
+
+
+class _Picked:
+    """The chosen sentences in their original order, and what one more would cost.
+
+    Consecutive sentences of one speaker share a line (``- who: a b c``), so a
+    sentence costs its own tokens plus a speaker label only where it starts a
+    line -- and choosing it between two sentences of another speaker splits
+    their line.  Counting that exactly is what lets the summary fill its
+    target without overshooting it.
+    """
+
+    def __init__(self, sentences: Sequence[_Sentence], count: Callable[[str], int]) -> None:
+        self._sentences = sentences
+        self._count = count
+        self._labels: dict[str, int] = {}
+        self.order: list[int] = []
+
+    def _label(self, who: str) -> int:
+        if who not in self._labels:
+            self._labels[who] = self._count(f"- {who}: ")
+        return self._labels[who]
+
+    def cost(self, k: int) -> int:
+        sents = self._sentences
+        who = sents[k].who
+        at = bisect.bisect_left(self.order, k)
+        prev = sents[self.order[at - 1]].who if at > 0 else None
+        nxt = sents[self.order[at]].who if at < len(self.order) else None
+        extra = self._label(who) if prev != who else 0
+        if nxt is not None:  # the next chosen sentence may now start (or join) a line
+            extra += (self._label(nxt) if nxt != who else 0) - (
+                self._label(nxt) if nxt != prev else 0
+            )
+        return self._count(sents[k].text) + 1 + extra
+
+    def add(self, k: int) -> None:
+        bisect.insort(self.order, k)
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        last = None
+        for k in self.order:
+            sent = self._sentences[k]
+            if sent.who == last:
+                # One line per run of a speaker: end a sentence that had no stop.
+                out[-1] += (" " if out[-1][-1] in _STOPS else ". ") + sent.text
+            else:
+                out.append(f"- {sent.who}: {sent.text}")
+                last = sent.who
+        return out
 
 
 class _Echoes:
@@ -223,7 +327,10 @@ class _Echoes:
             self._by_word.setdefault(w, []).append(words)
 
 
-def _score(sentences: Sequence[_Sentence]) -> list[float]:
+def _features(
+    sentences: Sequence[_Sentence],
+) -> tuple[dict[str, float], float, list[float], list[float]]:
+    """Per sentence: what it carries besides rare words (bonus) and a multiplier."""
     n = len(sentences)
     df: Counter[str] = Counter()
     for s in sentences:
@@ -232,13 +339,18 @@ def _score(sentences: Sequence[_Sentence]) -> list[float]:
     # one sentence of a thousand carries more than one in every other line.
     idf = {w: math.log((n + 1) / c) for w, c in df.items()}
     top = math.log(n + 1) or 1.0
-    out: list[float] = []
+    common = max(3.0, _COMMON_NAME * n)
+    bonuses: list[float] = []
+    mults: list[float] = []
     for s in sentences:
         text = s.text
         lows = frozenset(_WORDS.findall(text.lower()))
-        rare = sorted((idf[w] for w in s.words), reverse=True)[:6]
-        score = 2.0 * sum(rare) / (6 * top)
-        names = sum(1 for w in _CAP_WORD.findall(" " + text) if w not in _COMMON_CAPS)
+        score = 0.0
+        names = sum(
+            1
+            for w in _CAP_WORD.findall(" " + text)
+            if w not in _COMMON_CAPS and df.get(w.lower(), 0) <= common
+        )
         score += 0.3 * min(names, 3)
         has_digit = _DIGIT.search(text) is not None
         if has_digit:
@@ -253,13 +365,15 @@ def _score(sentences: Sequence[_Sentence]) -> list[float]:
             score += 0.4
         if not lows.isdisjoint(_TASK_WORDS):
             score += 0.2
+        mult = 1.0
         if len(s.words) < 3:
-            score *= 0.4
+            mult *= 0.4
         if len(_PUNCT.findall(text)) > 0.2 * len(text):
-            score *= 0.4
+            mult *= 0.4
         if s.kind == "tool":
-            score *= 0.45
+            mult *= 0.45
         elif s.kind == "summary":
-            score *= 1.1  # an earlier summary already holds the span's best
-        out.append(score)
-    return out
+            mult *= 1.1  # an earlier summary already holds the span's best
+        bonuses.append(score)
+        mults.append(mult)
+    return idf, top, bonuses, mults

@@ -225,8 +225,26 @@ def test_extractive_spends_the_budget_on_information_not_volume() -> None:
     assert text.count("processed batch") <= 2  # 80 runs of one log template: read once
     for line in FILLER:
         assert text.count(line) <= 1  # chit-chat repeated is not repeated in the summary
-    assert counter.count(text) <= target + 8
-    assert counter.count(text) >= target * 0.6  # it fills the target it was given
+    assert counter.count(text) <= target  # speaker labels counted
+    for line in FILLER:  # room left: every distinct line is in, once
+        assert line in text
+
+
+def test_extractive_fills_its_target_without_overshooting_it() -> None:
+    counter = EstimateTokenCounter()
+    msgs = [
+        Msg.user(f"Item {i}: {name} ordered {i * 37 + 5} crates of {fruit} for {town}.", name=who)
+        for i, (name, fruit, town, who) in enumerate(
+            (n, f, t, w)
+            for n in ("Ana Ruiz", "Ivo Berg", "Mei Wong", "Tom Ek")
+            for f in ("plums", "figs", "limes", "pears", "kiwis")
+            for t in ("Porto", "Lyon", "Oslo", "Graz", "Bern", "Riga")
+            for w in ("Sam", "Kim")
+        )
+    ]
+    for target, fill in ((60, 0.6), (300, 0.9), (1200, 0.9)):  # a sentence is ~20 tokens
+        text = ExtractiveSummarizer(counter).summarize(msgs, target_tokens=target).text
+        assert target * fill <= counter.count(text) <= target, (target, counter.count(text))
 
 
 def test_extractive_keeps_references_not_offloaded_output() -> None:
@@ -255,8 +273,8 @@ def test_extractive_keeps_who_said_what() -> None:
         Msg.user("My sister Noor moved to Oslo in March.", name="Audrey"),
     ]
     text = ExtractiveSummarizer().summarize(msgs, target_tokens=200).text
-    assert "Andrew (user): I adopted a greyhound called Pixel" in text
-    assert "Audrey (user): My sister Noor moved to Oslo" in text
+    assert "- Andrew: I adopted a greyhound called Pixel" in text
+    assert "- Audrey: My sister Noor moved to Oslo" in text
 
 
 # -- a summary that would make the context larger is never applied -------------------------
@@ -295,3 +313,42 @@ def test_compress_never_applies_a_pass_that_grows_the_context() -> None:
     # Without the check, summarize_rounds took this context from ~330 to ~980 tokens.
     assert out.tokens_after <= out.tokens_before and out.applied == []
     assert "would not shrink the context: summarize_rounds" in out.reason
+
+
+def test_facts_survive_compression_as_the_conversation_grows() -> None:
+    """The runtime compresses every time the threshold is reached, not once at the end.
+
+    Each pass summarizes the earlier summary again; when that summary was cut
+    to ``summary_ratio`` at every pass, the oldest facts decayed away (here 7
+    of 45 survived; a 1,000-message conversation ended at 3% of its tokens
+    with 4 of 45).  An earlier summary now keeps its size, up to
+    ``summary_max_tokens``.
+    """
+    import sys
+    from pathlib import Path
+
+    from actormem.compress import compress, needs_compression
+
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.compress_eval import varied
+
+    msgs, facts = varied(n=400)
+    config = AutoContextConfig(msg_threshold=40)
+    counter = EstimateTokenCounter()
+    summarizer = ExtractiveSummarizer(counter)
+    work: list[Msg] = []
+    passes = 0
+    for msg in msgs:
+        work.append(msg)
+        if needs_compression(work, config, counter)[0]:
+            work = compress(work, config, summarizer, counter).apply(work)
+            passes += 1
+    text = "\n".join(m.text for m in work)
+    kept = [f for f in facts if all(part in text for part in f)]
+    assert passes >= 20
+    assert len(kept) >= 0.9 * len(facts), (len(kept), len(facts))
+    assert counter.count_msgs(work) <= 0.3 * counter.count_msgs(msgs)
+    summaries = [m for m in work if m.metadata.get("strategy") == "summarize_rounds"]
+    assert len(summaries) == 1
