@@ -570,7 +570,11 @@ class RecorderActor(SupervisedActor):
             return []
         assert self._reconciler is not None
         try:
-            return self._reconciler.decide(facts, self._similar(facts))
+            source = "\n".join(m.text for t in turns for m in t if m.role != "system")
+            speakers = tuple(m.name for t in turns for m in t if m.name)
+            return self._reconciler.decide(
+                facts, self._similar(facts), source=source, subjects=speakers
+            )
         except ExtractionError as exc:
             self._fall_back(exc, len(turns), "reconciliation")
             return self._offline(turns)

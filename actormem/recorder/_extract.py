@@ -193,7 +193,8 @@ def facts_from_json(value: Any, source_ids: tuple[str, ...] = ()) -> list[Extrac
     """Validate the decoded reply of the extraction prompt.
 
     Items without a usable ``content`` are skipped (logged); a reply that is
-    not ``{"facts": [...]}`` (or a bare list) is an error.
+    not ``{"facts": [...]}`` (or a bare list), or whose items all lack a
+    usable ``content``, is an error.
 
     Raises:
         ExtractionError: the reply does not have the expected shape.
@@ -227,6 +228,10 @@ def facts_from_json(value: Any, source_ids: tuple[str, ...] = ()) -> list[Extrac
                 source_ids=source_ids,
             )
         )
+    if items and not out:
+        # Every item lacked a usable content ({"facts": [{"fact": ...}]} from a weak
+        # model): taking that as "no facts" would store less than no model at all.
+        raise ExtractionError(f"none of the {len(items)} fact(s) has a non-empty string 'content'")
     return out
 
 

@@ -29,6 +29,7 @@ from actormem.messages import Msg
 from actormem.models.base import ChatModel
 from actormem.models.gate import TurnGate
 from actormem.recorder._extract import ExtractedFact, ExtractionError, ask_json
+from actormem.recorder._support import is_supported
 from actormem.store import MemoryRecord
 
 __all__ = [
@@ -173,11 +174,26 @@ class ModelReconciler:
         self._timeout = timeout
         self._retries = retries
         self.calls = 0
+        self.unsupported = 0  # texts the model made up, replaced by the fact's own
 
     def decide(
-        self, facts: Sequence[ExtractedFact], existing: Sequence[MemoryRecord]
+        self,
+        facts: Sequence[ExtractedFact],
+        existing: Sequence[MemoryRecord],
+        *,
+        source: str | None = None,
+        subjects: tuple[str, ...] = (),
     ) -> list[Decision]:
         """Decide every fact against ``existing`` (no call when nothing is stored nearby).
+
+        Args:
+            facts: The new facts (already checked against the conversation).
+            existing: The stored memories that look related.
+            source: The conversation the facts come from.  When given, the
+                text an ``ADD`` or ``UPDATE`` stores must have support in it
+                (or in the fact, or in the memory it updates): text the model
+                made up is replaced by the fact's own content.
+            subjects: Names that may start a fact (the speakers).
 
         Raises:
             ExtractionError: the model's output stayed malformed after the retries.
@@ -186,7 +202,7 @@ class ModelReconciler:
             return []
         if not existing:
             return [Decision(op="ADD", fact=f, content=f.content) for f in facts]
-        return ask_json(
+        decisions = ask_json(
             self._model,
             _prompt(facts, existing),
             lambda value: decisions_from_json(value, facts, existing),
@@ -195,6 +211,24 @@ class ModelReconciler:
             counter=self,
             gate=self._gate,
         )
+        if source is None:
+            return decisions
+        return [self._supported(d, source, subjects) for d in decisions]
+
+    def _supported(self, d: Decision, source: str, subjects: tuple[str, ...]) -> Decision:
+        if d.op not in ("ADD", "UPDATE") or d.content == d.fact.content:
+            return d
+        basis = "\n".join((source, d.fact.content, d.old))
+        if is_supported(d.content, basis, subjects):
+            return d
+        self.unsupported += 1
+        log.warning(
+            "recorder.unsupported_reconcile_text",
+            op=d.op,
+            text=d.content[:120],
+            kept=d.fact.content[:120],
+        )
+        return msgspec.structs.replace(d, content=d.fact.content)
 
 
 def reconcile_by_slot(
