@@ -54,6 +54,11 @@ _STOPS: Final = frozenset(".!?…:;\"')")
 #: counted as a name (the two speakers of a chat, who name each other in
 #: every other greeting).
 _COMMON_NAME: Final = 0.02
+#: What a reply to a question says carries what was asked about ("Where did you
+#: go?" -> "We drove up to Galway."): the replying message's sentences score this
+#: much more (LoCoMo dev, one pass: 50-66% -> 58-69% of answers kept for the
+#: three longest conversations, the others unchanged).
+_ANSWER: Final = 0.6
 _MAX_REFS: Final = 24
 _SUMMARY_LINE: Final = re.compile(r"^- ([^:\n]{1,80}?): (.+)$")
 _REF_LINE: Final = re.compile(
@@ -155,7 +160,8 @@ class ExtractiveSummarizer:
     carries, not for its position or length: words that are rare in this
     span (IDF over the span's sentences), numbers, dates, names (capitalised
     words inside the sentence that are not in every other line), first-person
-    statements ("I", "my", "we"), decisions, errors and open tasks.  Words
+    statements ("I", "my", "we"), replies to a question (they say what was
+    asked about), decisions, errors and open tasks.  Words
     every other sentence repeats (chit-chat, log boilerplate) count for
     little, and a rare word counts less once a chosen sentence holds it, so
     the summary covers many topics instead of repeating one.  What a person
@@ -342,7 +348,11 @@ def _features(
     common = max(3.0, _COMMON_NAME * n)
     bonuses: list[float] = []
     mults: list[float] = []
-    for s in sentences:
+    replying = -1  # the message that answers a question of the message before it
+    for k, s in enumerate(sentences):
+        before = sentences[k - 1] if k else None
+        if before is not None and before.idx != s.idx and before.text.rstrip().endswith("?"):
+            replying = s.idx
         text = s.text
         lows = frozenset(_WORDS.findall(text.lower()))
         score = 0.0
@@ -365,6 +375,8 @@ def _features(
             score += 0.4
         if not lows.isdisjoint(_TASK_WORDS):
             score += 0.2
+        if s.idx == replying and s.kind != "tool":
+            score += _ANSWER
         mult = 1.0
         if len(s.words) < 3:
             mult *= 0.4

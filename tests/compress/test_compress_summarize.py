@@ -352,3 +352,15 @@ def test_facts_survive_compression_as_the_conversation_grows() -> None:
     assert counter.count_msgs(work) <= 0.3 * counter.count_msgs(msgs)
     summaries = [m for m in work if m.metadata.get("strategy") == "summarize_rounds"]
     assert len(summaries) == 1
+
+
+def test_a_reply_to_a_question_is_preferred_over_a_remark_like_it() -> None:
+    msgs = [
+        Msg.user("Where did you and Rosa go hiking on Saturday?", name="Ines"),
+        Msg.user("We walked the cliff path near Howth, windy but lovely.", name="Tom"),
+        Msg.user("Lovely indeed.", name="Ines"),
+        Msg.user("We walked the canal path near Tullamore, muddy but lovely.", name="Tom"),
+    ]
+    counter = EstimateTokenCounter()
+    text = ExtractiveSummarizer(counter).summarize(msgs, target_tokens=30).text
+    assert "Howth" in text and "Tullamore" not in text, text
