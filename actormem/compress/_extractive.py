@@ -385,7 +385,11 @@ def _features(
         if s.kind == "tool":
             mult *= 0.45
         elif s.kind == "summary":
-            mult *= 1.1  # an earlier summary already holds the span's best
+            # An earlier summary's lines already won against their own span: a new
+            # pass, whose rarity is counted over fewer and other sentences, should
+            # displace them only for something clearly better (LoCoMo dev, grown as
+            # the runtime compresses: 60-83% of answers kept at 1.1, 65-88% at 2).
+            mult *= 2.0
         bonuses.append(score)
         mults.append(mult)
     return idf, top, bonuses, mults

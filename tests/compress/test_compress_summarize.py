@@ -364,3 +364,26 @@ def test_a_reply_to_a_question_is_preferred_over_a_remark_like_it() -> None:
     counter = EstimateTokenCounter()
     text = ExtractiveSummarizer(counter).summarize(msgs, target_tokens=30).text
     assert "Howth" in text and "Tullamore" not in text, text
+
+
+def test_an_earlier_summary_is_displaced_only_by_something_clearly_better() -> None:
+    earlier = Msg.user(
+        "Summary of earlier conversation (40 messages) (offloaded as off_1):\n"
+        "- Ana: We adopted a greyhound called Pixel.\n"
+        "- Ben: My sister Noor moved to Oslo in March.",
+        actormem="summary",
+        strategy="summarize_rounds",
+    )
+    new = [  # each as informative as an earlier line, and rarer within this span
+        Msg.user(f"{who} booked {what} for Friday in {town}.", name="Ana")
+        for who, what, town in (
+            ("Kenji", "a kayak", "Bergen"),
+            ("Lars", "a tandem", "Utrecht"),
+            ("Olga", "a rowboat", "Kotor"),
+            ("Idris", "a sidecar", "Tangier"),
+        )
+    ]
+    counter = EstimateTokenCounter()
+    text = ExtractiveSummarizer(counter).summarize([earlier, *new], target_tokens=40).text
+    assert "Pixel" in text and "Noor moved to Oslo" in text, text
+    assert "- Ben: My sister Noor" in text  # the earlier lines keep their speakers
