@@ -260,3 +260,43 @@ def test_open_warms_the_embedder_and_word_vectors_in_the_background(tmp_path: Pa
     with DuckDBStore(tmp_path / "cold.duckdb", embedder=Quiet(64)) as store:
         store.add(Namespace(user_id="u"), "no warm-up for embedders that do not ask")
     assert seen == [f"embed:{threading.current_thread().name}"]
+
+
+def test_close_waits_for_the_warm_up_so_no_store_thread_outlives_it(tmp_path: Path) -> None:
+    # A warm-up left running after close() was killed inside native code at
+    # interpreter exit (SIGABRT, "FATAL: exception not rethrown" while loading
+    # the model's weights) in 1 of 5 loaded runs of a short `actormem chat`.
+    entered, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    class Slow(HashEmbedder):
+        warm_on_open = True
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            if threading.current_thread().name.startswith("actormem-store-warmup"):
+                entered.set()
+                release.wait(60)  # a model load in progress
+            return super().embed(texts)
+
+        def word_vectors(self, words):  # type: ignore[no-untyped-def]
+            seen.append("words")
+            return super().embed(words)
+
+    store = DuckDBStore(tmp_path / "w.duckdb", embedder=Slow(64), touch_flush_interval=None)
+    assert entered.wait(60)
+    (warmer,) = [t for t in threading.enumerate() if t.name.startswith("actormem-store-warmup")]
+    alive_after_close: list[bool] = []
+
+    def close() -> None:
+        store.close()
+        alive_after_close.append(warmer.is_alive())
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    # Give a close() that does not wait the time to return (only the power to
+    # catch that bug depends on it; a close() that waits passes either way).
+    closer.join(0.5)
+    release.set()
+    closer.join(60)
+    assert alive_after_close == [False]
+    assert seen == []  # the steps after the one in progress were skipped
