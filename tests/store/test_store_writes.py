@@ -104,6 +104,53 @@ def test_a_string_with_a_nul_is_written_through_the_arrow_path(store: DuckDBStor
     assert rec is not None and rec.metadata == {"raw": "a\x00b"}
 
 
+def test_pending_access_counts_go_into_the_next_single_write(
+    store: DuckDBStore, tmp_path: Path
+) -> None:
+    ns = Namespace(user_id="u")
+    first = store.add(ns, "the user drinks green tea")
+    assert store.search("green tea", ns, limit=1)[0].memory.id == first.id  # a touch
+    assert store._pending
+    calls: list[str] = []
+    real = store._wcur
+
+    class Spy:
+        def execute(self, sql: str, *args: object) -> object:
+            calls.append(sql)
+            return real.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+    store._wcur = Spy()
+    try:
+        store.add(ns, "the user walks to work")
+    finally:
+        store._wcur = real
+    # one call: begin, the access counts, the insert, its history row, the count, commit
+    assert len(calls) == 1 and "access_count = memories.access_count + t.n" in calls[0]
+    assert not store._pending
+    store.close()
+    with DuckDBStore(tmp_path / "w.duckdb", embedder=HashEmbedder(64)) as again:
+        rec = again.get(ns, first.id)
+        assert rec is not None and rec.access_count == 1
+
+
+def test_a_batch_mixes_literal_statements_and_arrow_tables_in_order(store: DuckDBStore) -> None:
+    ns = Namespace(user_id="u")
+    kept = store.add(ns, "an old memory to update").id
+    texts = [f"memory number {i} of a batch" for i in range(12)]  # > LITERAL_INSERTS
+    results = store.add_many(ns, texts)
+    store.update(ns, kept, content="an updated memory", reason="it's changed")
+    for res, text in zip(results, texts, strict=True):
+        rec = store.get(ns, res.id)
+        assert rec is not None and rec.content == text
+    ops = store._wcur.execute("SELECT op, count(*) FROM history GROUP BY op ORDER BY op").fetchall()
+    assert ops == [("ADD", 13), ("UPDATE", 1)]
+    row = store._wcur.execute("SELECT content FROM memories WHERE id = ?", [kept]).fetchall()
+    assert row == [("an updated memory",)]
+
+
 def _hold_and_queue(store: DuckDBStore, jobs: list[threading.Thread]) -> None:
     """Start ``jobs`` while the writer lock is held; release once all are queued."""
     queued = threading.Condition()
