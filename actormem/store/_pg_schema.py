@@ -42,8 +42,10 @@ __all__ = ["PG_SCHEMA_VERSION", "ensure_schema", "read_meta", "write_meta"]
 log = structlog.get_logger(__name__)
 
 #: Version history: **1** -- the tables above; **2** -- ``memories.seq``, the order
-#: rows were added in (neighbouring episodes as search context).
-PG_SCHEMA_VERSION: Final = 2
+#: rows were added in (neighbouring episodes as search context); **3** -- the
+#: keyword statistics ``scope_stats`` / ``term_stats`` kept by triggers, the
+#: episodes' neighbour index and ``vector_indexes``.
+PG_SCHEMA_VERSION: Final = 3
 
 #: The advisory lock taken while creating or migrating the schema.
 _MIGRATE_LOCK: Final = "actormem.store.schema"
@@ -168,8 +170,126 @@ def _add_seq(conn: Any, dim: int) -> None:
     conn.execute("ALTER TABLE memories ADD COLUMN seq bigserial")
 
 
+_NS: Final = "user_id, agent_id, run_id, session_id"
+_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+
+# What a set of rows adds to the statistics (``sign`` 1) or takes away (-1): used
+# by the triggers below on their transition tables.
+_DELTA_SCOPES: Final = f"""
+    INSERT INTO scope_stats AS s ({_NS}, docs, doclen, episodes)
+    SELECT {_NS}, sum(sign), sum(sign * doclen),
+        coalesce(sum(sign) FILTER (WHERE kind = 'episode'), 0)
+    FROM d GROUP BY {_NS} ORDER BY {_NS}
+    ON CONFLICT ({_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
+        doclen = s.doclen + excluded.doclen,
+        episodes = s.episodes + excluded.episodes"""
+_DELTA_TERMS: Final = f"""
+    INSERT INTO term_stats AS t (term, {_NS}, df)
+    SELECT u.term, {_NS}, sum(sign) FROM d, unnest(d.terms) AS u(term)
+    GROUP BY u.term, {_NS} HAVING sum(sign) <> 0 ORDER BY u.term, {_NS}
+    ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df"""
+
+
+def _add_stats(conn: Any, dim: int) -> None:
+    """Keyword statistics per concrete namespace, kept by statement-level triggers.
+
+    ``scope_stats`` holds each concrete namespace's live row count, total term
+    count and episode count; ``term_stats`` how many of its live rows hold each
+    term.  A search sums the rows of the namespaces in its scope instead of
+    reading every memory of the scope.  The triggers run once per statement
+    (``COPY`` included) over its transition tables, in the writing
+    transaction, so the figures always match the committed rows whichever
+    code (or person) writes them; writers of one namespace already take its
+    advisory lock, writers of different namespaces touch different rows.
+    """
+    conn.execute(
+        f"""
+        CREATE TABLE scope_stats (
+            user_id text NOT NULL, agent_id text NOT NULL, run_id text NOT NULL,
+            session_id text NOT NULL, docs bigint NOT NULL DEFAULT 0,
+            doclen bigint NOT NULL DEFAULT 0, episodes bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY ({_NS}))"""
+    )
+    conn.execute(
+        f"""
+        CREATE TABLE term_stats (
+            term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
+            run_id text NOT NULL, session_id text NOT NULL, df bigint NOT NULL,
+            PRIMARY KEY (term, {_NS}))"""
+    )
+    conn.execute(
+        f"""
+        WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {_LIVE})
+        {_DELTA_SCOPES}"""
+    )
+    conn.execute(
+        f"""
+        WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {_LIVE})
+        {_DELTA_TERMS}"""
+    )
+    pick = f"{_NS}, doclen, kind, terms"
+    bodies = {
+        "insert": f"SELECT {pick}, 1 AS sign FROM new_rows WHERE {_LIVE}",
+        "delete": f"SELECT {pick}, -1 AS sign FROM old_rows WHERE {_LIVE}",
+        # only rows whose statistics can change (not access counters, vectors)
+        "update": """
+            SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.doclen, n.kind, n.terms,
+                1 AS sign FROM new_rows n JOIN old_rows o USING (id)
+            WHERE n.deleted_at IS NULL AND n.superseded_by IS NULL AND (
+                o.deleted_at IS NOT NULL OR o.superseded_by IS NOT NULL
+                OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
+                IS DISTINCT FROM
+                (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))
+            UNION ALL
+            SELECT o.user_id, o.agent_id, o.run_id, o.session_id, o.doclen, o.kind, o.terms,
+                -1 AS sign FROM new_rows n JOIN old_rows o USING (id)
+            WHERE o.deleted_at IS NULL AND o.superseded_by IS NULL AND (
+                n.deleted_at IS NOT NULL OR n.superseded_by IS NOT NULL
+                OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
+                IS DISTINCT FROM
+                (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))""",
+    }
+    tables = {
+        "insert": "NEW TABLE AS new_rows",
+        "delete": "OLD TABLE AS old_rows",
+        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    }
+    for op, body in bodies.items():
+        conn.execute(
+            f"""
+            CREATE FUNCTION actormem_stats_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+            BEGIN
+                WITH d AS ({body}) {_DELTA_SCOPES};
+                WITH d AS ({body}) {_DELTA_TERMS};
+                RETURN NULL;
+            END $fn$"""
+        )
+        conn.execute(
+            f"CREATE TRIGGER memories_stats_{op} AFTER {op.upper()} ON memories "
+            f"REFERENCING {tables[op]} FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION actormem_stats_{op}()"
+        )
+    # neighbouring episodes (search context) of a concrete namespace, in order
+    conn.execute(
+        f"CREATE INDEX memories_episodes ON memories ({_NS}, seq) "
+        f"WHERE kind = 'episode' AND {_LIVE}"
+    )
+    # approximate vector indexes of large scopes (see actormem.store._pg_hnsw)
+    conn.execute(
+        """
+        CREATE TABLE vector_indexes (
+            scope text PRIMARY KEY, index_name text NOT NULL, predicate text NOT NULL,
+            state text NOT NULL, rows bigint NOT NULL, started_at bigint NOT NULL,
+            ready_at bigint)"""
+    )
+
+
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).
-MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {0: _create_v1, 1: _add_seq}
+MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
+    0: _create_v1,
+    1: _add_seq,
+    2: _add_stats,
+}
 
 
 def ensure_schema(conn: Any, dim: int, where: str) -> tuple[int, int]:

@@ -1,39 +1,58 @@
-"""How the PostgreSQL backend collects a search's candidates.
+"""How the PostgreSQL backend collects a search's candidates: one SQL statement.
 
 Everything is read from the database at query time (no per-process index
-that another worker's commit could leave stale):
+that another worker's commit could leave stale), in **one statement on one
+pooled connection** (one round trip), built by :func:`collect`:
+
+Statistics
+    The scope's live row count, total term count and episode count come from
+    ``scope_stats`` and each query term's document frequency from
+    ``term_stats`` (one row per concrete namespace, kept by triggers, see
+    :mod:`actormem.store._pg_schema`): summing the rows of the namespaces in
+    the scope, never reading the scope's memories.  BM25 uses the searched
+    scope's statistics, not the whole table's: a tenant's scores never depend
+    on another tenant's memories.
 
 Vector side
-    ``ORDER BY (embedding <=> $q) + 0 LIMIT k`` inside the scope: the ``+ 0``
-    makes the order an expression no vector index can serve, so the planner
-    stays on the tenant's btree (``memories_live_key``) and ranks the scope's
+    Exact by default: ``ORDER BY (embedding <=> $q) + 0 LIMIT k`` inside the
+    scope.  The ``+ 0`` makes the order an expression no vector index can
+    serve, so the planner stays on the scope's btree and ranks the scope's
     rows exactly.  With an HNSW index present, the plain ``ORDER BY embedding
     <=> $q`` is answered from the graph *before* the ``WHERE`` and returned
-    0.4 of 10 rows on a 1k-row tenant of a 100k table (measured on this
-    machine, see the issue's figures): the store creates no HNSW index.
-    Exact search costs about 2 ms for a 1k-row tenant and grows with the
-    scope (64-76 ms over 100k rows).
+    0.4 of 10 rows on a 1k-row tenant of a 100k table (the issue's trap).
+    A scope past ``hnsw_min_rows`` live rows gets a partial HNSW index of its
+    own (:mod:`actormem.store._pg_ann`); its searches (without filters) then
+    order by the plain distance with the index's own predicate written as
+    literals, so the planner can prove the partial index applies, with
+    ``hnsw.iterative_scan = relaxed_order`` on the store's connections.
 
 Keyword side
     BM25 with the DuckDB backend's tokenizer and formula
     (:func:`~actormem.store._index.tokenize`, ``SearchConfig.bm25_k1`` /
-    ``bm25_b``), computed in SQL from each row's stored ``terms`` / ``tfs`` /
-    ``doclen`` over the rows holding a query term (GIN index on ``terms``).
-    Collection statistics (document count, average length, document
-    frequencies) are those of the searched scope, not of the whole table:
-    a tenant's scores never depend on another tenant's memories.
+    ``bm25_b``), computed only for the rows that hold a query term (GIN index
+    on ``terms``), from their stored ``terms`` / ``tfs`` / ``doclen``.  The
+    cost follows the matching rows, not the scope.
 
-The two candidate lists are merged, every candidate's exact cosine and BM25
-is computed, and :func:`~actormem.store._ranking.rank_candidates` does the
-fusion, the relevance blend and the second stage, as for DuckDB.
+Neighbouring episodes as context
+    When the search blends episodes with their neighbours
+    (``SearchConfig.context_*``) and the scope holds episodes, every row of
+    the (filtered) scope is scored and blended in a window over each concrete
+    namespace's episodes in ``seq`` order -- the DuckDB index's formula -- and
+    the best ``pool`` of each retriever are picked.  That branch reads the
+    whole scope; a scope without episodes never takes it.  Both branches are
+    in the one statement, gated by the statistics (a gate that is false skips
+    its scans).
+
+The candidates come back with their rows, exact cosine and BM25, and
+:func:`~actormem.store._ranking.rank_candidates` does the fusion, the
+relevance blend and the second stage, as for DuckDB.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -41,9 +60,14 @@ import numpy.typing as npt
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql
 from actormem.store._types import Namespace, SearchFilters
 
-__all__ = ["Candidates", "bm25_expr", "collect", "filters_sql", "term_counts"]
+__all__ = ["Candidates", "collect", "filters_sql", "term_counts"]
 
-_EPISODE = "episode"
+_EPISODE: Final = "episode"
+_NS: Final = "user_id, agent_id, run_id, session_id"
+
+#: Up to this many distinct query terms, each is scored by its own expression;
+#: a longer query (a pasted document) joins its terms with the row's instead.
+_FEW_TERMS: Final = 32
 
 F32 = npt.NDArray[np.float32]
 
@@ -65,6 +89,17 @@ def filters_sql(
     filters contradict the namespace (nothing can match)."""
     where, params = scope_sql(namespace)
     where += f" AND {PG_LIVE}"
+    extra = _filter_sql(namespace, filters)
+    if extra is None:
+        return None
+    return where + extra[0], params + extra[1]
+
+
+def _filter_sql(
+    namespace: Namespace, filters: SearchFilters | None
+) -> tuple[str, list[Any]] | None:
+    """The ``AND ...`` conditions of ``filters`` alone (``None``: nothing can match)."""
+    where, params = "", list[Any]()
     if filters is None:
         return where, params
     for name in ("agent_id", "run_id", "session_id"):
@@ -106,11 +141,58 @@ class Candidates:
         self.kw_rank: dict[str, int] = {}
         self.rows: list[tuple[Any, ...]] = []  # PG_SELECT + bm25, cosine
         self.n_docs = 0
-        self.avgdl = 1.0
         self.df: dict[str, int] = {}
-        self.weights: dict[str, float] = {}
         # with neighbouring episodes as context: id -> (blended cosine, blended bm25)
         self.blended: dict[str, tuple[float, float]] = {}
+
+
+class _Sql:
+    """A statement built in pieces, its ``%s`` parameters kept in textual order."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.params: list[Any] = []
+
+    def add(self, text: str, *params: Any) -> None:
+        self.parts.append(text)
+        self.params.extend(params)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _bm25(sql: _Sql, qterms: Sequence[str], k1: float, b: float, row: str = "") -> None:
+    """Append a row's BM25 score, from the weights and length norm of the ``w`` CTE.
+
+    ``w.w[i]`` is query term ``i``'s IDF times its count in the query times
+    ``k1 + 1``; the norm is ``k1 * (1 - b) + k1 * b / avgdl * doclen``.  Each
+    term's frequency in the row is looked up with ``array_position`` (the
+    arrays are short: the distinct words of one memory).  float8 throughout:
+    numeric arithmetic made this expression ten times slower.
+    """
+    c1 = float(k1 * (1.0 - b))
+    norm = f"({c1!r}::float8 + (SELECT c2 FROM w) * {row}doclen)"
+    if not qterms:
+        sql.add("0.0::float8")
+        return
+    if len(qterms) > _FEW_TERMS:
+        sql.add(
+            f"(SELECT coalesce(sum(q.w * u.tf / (u.tf + {norm})), 0) "
+            f"FROM unnest({row}terms, {row}tfs) AS u(term, tf) "
+            "JOIN unnest(%s::text[], (SELECT wt FROM w)) AS q(term, w) ON q.term = u.term)",
+            list(qterms),
+        )
+        return
+    sql.add("(")
+    for i, term in enumerate(qterms, 1):
+        tf = f"{row}tfs[array_position({row}terms, %s::text)]"
+        plus = " + " if i > 1 else ""
+        sql.add(
+            f"{plus}coalesce((SELECT wt[{i}] FROM w) * {tf} / ({tf} + {norm}), 0)",
+            term,
+            term,
+        )
+    sql.add(")")
 
 
 def collect(
@@ -124,205 +206,175 @@ def collect(
     use_kw: bool,
     k1: float,
     b: float,
-    hnsw: Any = None,
+    *,
+    ann: str | None = None,
     context: tuple[float, float, float] | None = None,
 ) -> Candidates:
-    """Find the candidates of one search on ``conn`` (see the module docstring).
+    """Find the candidates of one search on ``conn`` in one statement (module docstring).
 
-    ``hnsw`` is a callable ``hnsw(conn, where, params, qvec, k) -> list[id] | None``
-    that answers from a scope's approximate index (``None``: search exactly).
+    Args:
+        conn: A pooled connection (autocommit).
+        scope: The searched namespace scope.
+        filters: Extra conditions.
+        terms: The query's BM25 terms (with repeats).
+        qvec: The query vector (``None``: no vector side).
+        pool: Candidates taken from each retriever.
+        use_vec: Run the vector retriever.
+        use_kw: Run the keyword retriever.
+        k1: BM25 ``k1``.
+        b: BM25 ``b``.
+        ann: The scope's approximate index predicate, as SQL with literal
+            values, when the scope has a ready one (used without filters).
+        context: ``(prev, next, prev2)`` weights of neighbouring episodes,
+            or ``None``.
     """
     out = Candidates()
     cond = filters_sql(scope, filters)
     if cond is None:
         return out
-    where, params = cond
-    if context is not None:
-        return _collect_in_context(
-            conn, scope, where, params, terms, qvec, pool, use_vec, use_kw, k1, b, context
-        )
-    if use_vec and qvec is not None:
-        ids: list[str] | None = hnsw(conn, where, params, qvec, pool) if hnsw else None
-        if ids is None:
-            rows = conn.execute(
-                f"SELECT id FROM memories WHERE {where} "
-                "ORDER BY (embedding <=> %s) + 0, id LIMIT %s",
-                [*params, qvec, pool],
-            ).fetchall()
-            ids = [r[0] for r in rows]
-        out.vec_rank = {mid: i for i, mid in enumerate(ids, 1)}
-    qcounts = Counter(terms)
-    bm25_sql, bm25_params = "0.0", list[Any]()
-    if use_kw and qcounts:
-        _keyword_stats(conn, scope, terms, out)
-        if out.weights:
-            bm25_sql, bm25_params = bm25_expr(out.weights, k1, b, out.avgdl)
-            wterms = list(out.weights)
-            rows = conn.execute(
-                f"SELECT id, {bm25_sql} AS s FROM memories WHERE {where} "
-                "AND terms && %s::text[] ORDER BY s DESC, id LIMIT %s",
-                [*bm25_params, *params, wterms, pool],
-            ).fetchall()
-            out.kw_rank = {r[0]: i for i, r in enumerate(rows, 1) if float(r[1]) > 0}
-    ids_all = list(dict.fromkeys([*out.vec_rank, *out.kw_rank]))
-    if not ids_all:
-        return out
-    cos_sql = "1 - (embedding <=> %s)" if use_vec and qvec is not None else "0.0"
-    cos_param = [qvec] if use_vec and qvec is not None else []
-    out.rows = conn.execute(
-        f"SELECT {PG_SELECT}, {bm25_sql}, {cos_sql} FROM memories WHERE id = ANY(%s) AND {where}",
-        [*bm25_params, *cos_param, ids_all, *params],
-    ).fetchall()
-    return out
-
-
-#: Up to this many distinct query terms, each is scored by its own expression;
-#: a longer query (a pasted document) joins its terms with the row's instead.
-_FEW_TERMS = 32
-
-
-def bm25_expr(
-    weights: dict[str, float], k1: float, b: float, avgdl: float
-) -> tuple[str, list[Any]]:
-    """``(sql, params)``: a row's BM25 score from its ``terms``/``tfs``/``doclen`` columns.
-
-    Each query term's frequency is looked up with ``array_position`` (the term
-    arrays are short: the distinct words of one memory).  Same formula as
-    the DuckDB index (:meth:`~actormem.store._index.MemoryIndex.bm25`).
-    """
-    # float8 literals: a bare 2.2 is numeric in PostgreSQL, and numeric arithmetic
-    # made this expression ten times slower.
-    norm = f"({float(k1 * (1.0 - b))!r}::float8 + {float(k1 * b / avgdl)!r}::float8 * doclen)"
-    k = float(k1 + 1.0)
-    if len(weights) > _FEW_TERMS:
-        sql = (
-            f"(SELECT coalesce(sum(q.w * {k!r}::float8 * u.tf / (u.tf + {norm})), 0) "
-            "FROM unnest(terms, tfs) AS u(term, tf) "
-            "JOIN unnest(%s::text[], %s::float8[]) AS q(term, w) ON q.term = u.term)"
-        )
-        return sql, [list(weights), list(weights.values())]
-    parts = []
-    params: list[Any] = []
-    for term, w in weights.items():
-        tf = "tfs[array_position(terms, %s::text)]"
-        parts.append(f"coalesce({float(w * k)!r}::float8 * {tf} / ({tf} + {norm}), 0)")
-        params.extend([term, term])
-    return "(" + " + ".join(parts) + ")", params
-
-
-def _keyword_stats(conn: Any, scope: Namespace, terms: Sequence[str], out: Candidates) -> None:
-    """Fill ``out``'s document count, average length, document frequencies and
-    term weights from one pass over the scope."""
-    qcounts = Counter(terms)
+    where, wparams = cond
     swhere, sparams = scope_sql(scope)
-    swhere += f" AND {PG_LIVE}"
+    tw, tparams = scope_sql(scope, "t.")
+    qcounts = Counter(terms) if use_kw else Counter[str]()
     qterms = list(qcounts)
-    if len(qterms) <= _FEW_TERMS:
-        counts = ", ".join("count(*) FILTER (WHERE terms @> ARRAY[%s]::text[])" for _ in qterms)
-        row = conn.execute(
-            f"SELECT count(*), coalesce(sum(doclen), 0), {counts} FROM memories WHERE {swhere}",
-            [*qterms, *sparams],
-        ).fetchone()
-        out.df = {t: int(c) for t, c in zip(qterms, row[2:], strict=True)}
-    else:
-        row = conn.execute(
-            f"SELECT count(*), coalesce(sum(doclen), 0) FROM memories WHERE {swhere}", sparams
-        ).fetchone()
-        df_rows = conn.execute(
-            f"SELECT t, count(*) FROM memories, unnest(terms) AS t WHERE {swhere} "
-            "AND terms && %s::text[] AND t = ANY(%s::text[]) GROUP BY t",
-            [*sparams, qterms, qterms],
-        ).fetchall()
-        found = {str(t): int(c) for t, c in df_rows}
-        out.df = {t: found.get(t, 0) for t in qterms}
-    n, total = int(row[0]), int(row[1])
-    out.n_docs = n
-    out.avgdl = total / n if total > 0 else 1.0
-    for term in qterms:
-        df = out.df[term]
-        if df:
-            out.weights[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qcounts[term]
-
-
-def _collect_in_context(
-    conn: Any,
-    scope: Namespace,
-    where: str,
-    params: list[Any],
-    terms: Sequence[str],
-    qvec: F32 | None,
-    pool: int,
-    use_vec: bool,
-    use_kw: bool,
-    k1: float,
-    b: float,
-    context: tuple[float, float, float],
-) -> Candidates:
-    """Candidates with neighbouring episodes as context (``SearchConfig.context_*``).
-
-    Every row of the scope is scored (cosine and BM25); each episode's scores
-    are blended with those of the episodes of its concrete namespace added
-    just before, just after and two before it (``seq`` order, a window over the scope's
-    episodes) before the best ``pool`` of each retriever are picked -- the
-    DuckDB index's formula, computed in one statement.
-    """
-    out = Candidates()
     vec_on = use_vec and qvec is not None
-    if use_kw and terms:
-        _keyword_stats(conn, scope, terms, out)
-    bm25_sql, bm25_params = (
-        bm25_expr(out.weights, k1, b, out.avgdl) if out.weights else ("0.0::float8", [])
+    kw_on = bool(qterms)
+    ctx_on = context is not None and sum(context) > 0
+
+    s = _Sql()
+    # -- statistics (scope_stats / term_stats) ----------------------------------------
+    s.add(
+        "WITH st AS MATERIALIZED (SELECT coalesce(sum(docs), 0)::float8 AS n, "
+        "coalesce(sum(doclen), 0)::float8 AS tot, coalesce(sum(episodes), 0) AS eps "
+        f"FROM scope_stats WHERE {swhere}), ",
+        *sparams,
     )
-    cos_sql = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
-    cos_params = [qvec] if vec_on else []
-    wp, wn, w2 = (float(context[0]), float(context[1]), float(context[2]))
-    ns = "user_id, agent_id, run_id, session_id"
-
-    def blend(own: str) -> str:
-        terms = (
-            (wp, f"lag({own}) OVER w"),
-            (wn, f"lead({own}) OVER w"),
-            (w2, f"lag({own}, 2) OVER w"),
+    s.add("cfg AS MATERIALIZED (SELECT %s AND eps > 0 AS ctx FROM st), ", ctx_on)
+    s.add(
+        "df AS MATERIALIZED (SELECT q.i, q.term, q.qc, coalesce((SELECT sum(t.df) FROM "
+        f"term_stats t WHERE t.term = q.term AND {tw}), 0)::float8 AS df "
+        "FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS q(term, qc, i)), ",
+        *tparams,
+        qterms,
+        [qcounts[t] for t in qterms],
+    )
+    s.add(
+        "w AS MATERIALIZED (SELECT coalesce(array_agg(CASE WHEN df.df > 0 THEN "
+        "ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * df.qc * %s::float8 ELSE 0 END "
+        "ORDER BY df.i), '{}') AS wt, "
+        "%s::float8 / (CASE WHEN st.tot > 0 THEN st.tot / st.n ELSE 1 END) AS c2 "
+        "FROM st LEFT JOIN df ON true GROUP BY st.n, st.tot), ",
+        float(k1 + 1.0),
+        float(k1 * b),
+    )
+    # -- plain branch: each retriever's top rows by their own score --------------------
+    if vec_on:
+        if ann is not None and filters is None:
+            s.add(
+                "vc AS (SELECT id, embedding <=> %s AS d FROM memories "
+                f"WHERE {ann} AND NOT (SELECT ctx FROM cfg) ORDER BY d LIMIT %s), ",
+                qvec,
+                pool,
+            )
+        else:
+            s.add(
+                "vc AS (SELECT id, (embedding <=> %s) + 0 AS d FROM memories "
+                f"WHERE {where} AND NOT (SELECT ctx FROM cfg) ORDER BY d, id LIMIT %s), ",
+                qvec,
+                *wparams,
+                pool,
+            )
+    else:
+        s.add("vc AS (SELECT NULL::text AS id, 0::float8 AS d WHERE false), ")
+    if kw_on:
+        s.add("kw AS (SELECT id, ")
+        _bm25(s, qterms, k1, b)
+        s.add(
+            f" AS k FROM memories WHERE {where} AND terms && %s::text[] "
+            "AND NOT (SELECT ctx FROM cfg) ORDER BY k DESC, id LIMIT %s), ",
+            *wparams,
+            qterms,
+            pool,
         )
-        num = " + ".join(f"{w!r}::float8 * coalesce({x}, 0)" for w, x in terms)
-        den = " + ".join(f"{w!r}::float8 * ({x} IS NOT NULL)::int" for w, x in terms)
-        return f"CASE WHEN kind = '{_EPISODE}' THEN ({own} + {num}) / (1 + {den}) ELSE {own} END"
+    else:
+        s.add("kw AS (SELECT NULL::text AS id, 0::float8 AS k WHERE false), ")
+    s.add(
+        "pc AS (SELECT id, v.r AS vr, k.r AS kr FROM "
+        "(SELECT id, row_number() OVER (ORDER BY d, id) AS r FROM vc) v FULL JOIN "
+        "(SELECT id, row_number() OVER (ORDER BY k DESC, id) AS r FROM kw WHERE k > 0) k "
+        "USING (id)), "
+    )
+    # -- context branch: every row of the scope, blended with its neighbours ----------
+    if ctx_on:
+        assert context is not None
+        cos = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
+        s.add(f"cs AS (SELECT id, kind, {_NS}, seq, {cos} AS c, ", *([qvec] if vec_on else []))
+        _bm25(s, qterms if kw_on else [], k1, b)
+        s.add(f" AS k FROM memories WHERE {where} AND (SELECT ctx FROM cfg)), ", *wparams)
+        wp, wn, w2 = (float(context[0]), float(context[1]), float(context[2]))
 
-    rows = conn.execute(
-        f"""
-        WITH s AS (
-            SELECT id, kind, {ns}, seq, {cos_sql} AS c, {bm25_sql} AS k
-            FROM memories WHERE {where}
-        ), l AS (
-            SELECT id, c, k,
-                {blend("c")} AS bc,
-                {blend("k")} AS bk
-            FROM s
-            WINDOW w AS (PARTITION BY {ns}, kind = '{_EPISODE}' ORDER BY seq)
-        ), r AS (
-            SELECT id, c, k, bc, bk,
-                row_number() OVER (ORDER BY bc DESC, id) AS vr,
-                row_number() OVER (ORDER BY bk DESC, id) AS kr
-            FROM l
+        def blend(own: str) -> str:
+            parts = (
+                (wp, f"lag({own}) OVER w"),
+                (wn, f"lead({own}) OVER w"),
+                (w2, f"lag({own}, 2) OVER w"),
+            )
+            num = " + ".join(f"{x!r}::float8 * coalesce({e}, 0)" for x, e in parts)
+            den = " + ".join(f"{x!r}::float8 * ({e} IS NOT NULL)::int" for x, e in parts)
+            return (
+                f"CASE WHEN kind = '{_EPISODE}' THEN ({own} + {num}) / (1 + {den}) ELSE {own} END"
+            )
+
+        s.add(
+            f"cl AS (SELECT id, {blend('c')} AS bc, {blend('k')} AS bk FROM cs "
+            f"WINDOW w AS (PARTITION BY {_NS}, kind = '{_EPISODE}' ORDER BY seq)), "
+            "cr AS (SELECT id, bc, bk, row_number() OVER (ORDER BY bc DESC, id) AS vr, "
+            "row_number() OVER (ORDER BY bk DESC, id) AS kr FROM cl), "
+            "cx AS (SELECT id, bc, bk, CASE WHEN %s AND vr <= %s THEN vr END AS vr, "
+            "CASE WHEN %s AND bk > 0 AND kr <= %s THEN kr END AS kr FROM cr), ",
+            vec_on,
+            pool,
+            kw_on,
+            pool,
         )
-        SELECT id, c, k, bc, bk, vr, kr FROM r
-        WHERE (%s AND vr <= %s) OR (%s AND bk > 0 AND kr <= %s)
-        """,
-        [*cos_params, *bm25_params, *params, vec_on, pool, bool(out.weights), pool],
-    ).fetchall()
+        s.add(
+            "x AS MATERIALIZED (SELECT id, vr, kr, NULL::float8 AS bc, NULL::float8 AS bk FROM pc "
+            "UNION ALL SELECT id, vr, kr, bc, bk FROM cx "
+            "WHERE vr IS NOT NULL OR kr IS NOT NULL), "
+        )
+    else:
+        s.add(
+            "x AS MATERIALIZED (SELECT id, vr, kr, NULL::float8 AS bc, NULL::float8 AS bk "
+            "FROM pc), "
+        )
+    # the ids as one array: the rows are then fetched by primary key (a join on the
+    # CTE let the planner, expecting the whole scope, hash the whole table)
+    s.add("xa AS MATERIALIZED (SELECT coalesce(array_agg(id), '{}') AS ids FROM x) ")
+    # -- the candidates' rows, own scores, ranks and the statistics --------------------
+    s.add(f"SELECT {', '.join('m.' + c.strip() for c in PG_SELECT.split(','))}, ")
+    _bm25(s, qterms, k1, b, row="m.")
+    if vec_on:
+        s.add(", 1 - (m.embedding <=> %s)", qvec)
+    else:
+        s.add(", 0.0::float8")
+    s.add(
+        ", x.vr, x.kr, x.bc, x.bk, (SELECT n FROM st), "
+        "(SELECT coalesce(array_agg(df ORDER BY i), '{}') FROM df) "
+        "FROM memories m JOIN x USING (id) WHERE m.id = ANY((SELECT ids FROM xa)::text[])"
+    )
+    rows = conn.execute(s.text(), s.params).fetchall()
     if not rows:
         return out
-    own: dict[str, tuple[float, float]] = {}
-    for mid, c, k, bc, bk, vr, kr in rows:
-        own[mid] = (float(c), float(k))
-        out.blended[mid] = (float(bc), float(bk))
-        if vec_on and vr <= pool:
-            out.vec_rank[mid] = int(vr)
-        if out.weights and float(bk) > 0 and kr <= pool:
-            out.kw_rank[mid] = int(kr)
-    recs = conn.execute(
-        f"SELECT {PG_SELECT} FROM memories WHERE id = ANY(%s) AND {where}",
-        [list(own), *params],
-    ).fetchall()
-    out.rows = [(*r, own[r[0]][1], own[r[0]][0]) for r in recs]  # + bm25, cosine
+    out.n_docs = int(rows[0][24])
+    out.df = {t: int(d) for t, d in zip(qterms, rows[0][25], strict=True)}
+    n = len(PG_SELECT.split(","))
+    for r in rows:
+        mid = r[0]
+        if r[20] is not None:
+            out.vec_rank[mid] = int(r[20])
+        if r[21] is not None:
+            out.kw_rank[mid] = int(r[21])
+        if r[22] is not None:
+            out.blended[mid] = (float(r[22]), float(r[23]))
+    out.rows = [r[: n + 2] for r in rows]
     return out

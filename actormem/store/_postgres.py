@@ -9,25 +9,18 @@ Storage
     binary ``COPY`` (inserts, history) and parameterised statements.
 
 Search
-    See :mod:`actormem.store._pg_search`: exact vector search inside the
-    scope (``ORDER BY (embedding <=> $q) + 0``, which keeps the planner on the
-    tenant's btree), BM25 computed in SQL from stored term counts, fusion and
-    the second stage shared with DuckDB (:mod:`actormem.store._ranking`).
+    See :mod:`actormem.store._pg_search`: one statement per search (scope
+    statistics from trigger-kept tables, exact vector search inside the scope
+    with ``ORDER BY (embedding <=> $q) + 0``, BM25 over the rows holding a
+    query term), fusion and the second stage shared with DuckDB
+    (:mod:`actormem.store._ranking`).
 
-Large scopes (designed, not built yet)
-    Exact search costs a scan of the scope: ~2 ms for a 1k-row tenant, 64-76
-    ms for 100k rows in one scope.  The plan for scopes past a threshold
-    (``hnsw_min_rows``, about 20k live rows): a *partial* HNSW index per such
-    scope, ``CREATE INDEX CONCURRENTLY ... USING hnsw (embedding
-    vector_cosine_ops) WHERE <scope predicate> AND deleted_at IS NULL AND
-    superseded_by IS NULL``, created once (by the first worker that sees the
-    scope pass the threshold, under an advisory lock; recorded in a table of
-    indexed scopes); a search of that scope then runs ``SET LOCAL
-    hnsw.iterative_scan = relaxed_order`` and ``ORDER BY embedding <=> $q``
-    with the same predicate (so the partial index applies), re-scores its
-    candidates exactly, and keeps ``+ 0`` everywhere else.  Small scopes
-    never pay the index's ingest cost (~540 rows/s once an HNSW index
-    exists, against ~20k rows/s without).  The recall test for the trap is
+Large scopes
+    A scope past ``hnsw_min_rows`` live rows (20k by default) gets a
+    *partial* HNSW index of its own, built once in the background by the
+    first worker that searches it (:mod:`actormem.store._pg_ann`); small
+    scopes never pay an index's ingest cost.  The recall tests for the trap
+    are in ``tests/store/test_store_pg_ann.py`` and
     ``test_tenant_search_stays_exact_when_an_hnsw_index_exists``.
 
 Concurrency (several workers writing one namespace at once)
@@ -83,6 +76,7 @@ from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
 from actormem.store._kinds import MERGE_KINDS
 from actormem.store._limits import STORE_SETTINGS
+from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, PgQueries, scope_sql, vec
 from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
 from actormem.store._pg_search import collect
@@ -302,6 +296,7 @@ class PostgresStore(PgQueries, StoreBase):
         progress: ProgressCallback | None = None,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        hnsw_min_rows: int | None = DEFAULT_MIN_ROWS,
     ) -> None:
         """Connect to (and if needed set up) the store in the database ``dsn``.
 
@@ -313,6 +308,10 @@ class PostgresStore(PgQueries, StoreBase):
                 clock, progress: As for :class:`~actormem.store.DuckDBStore`.
             pool_size: Connections this store keeps at most.
             connect_timeout: Seconds to wait for the server.
+            hnsw_min_rows: Live rows from which a scope gets a partial HNSW
+                index of its own, built in the background by the first
+                worker that searches it (see :mod:`actormem.store._pg_ann`);
+                ``None``: every search stays exact.
 
         Raises:
             ImportError: The ``postgres`` extra is not installed.
@@ -337,6 +336,7 @@ class PostgresStore(PgQueries, StoreBase):
                 ("touch_flush_interval", touch_flush_interval),
                 ("pool_size", pool_size),
                 ("connect_timeout", connect_timeout),
+                ("hnsw_min_rows", hnsw_min_rows),
             ):
                 STORE_SETTINGS[name].check(value, name, error=InvalidMemoryError)
             if on_embedder_mismatch not in ("error", "reembed"):
@@ -368,7 +368,9 @@ class PostgresStore(PgQueries, StoreBase):
         self._pool_cls = ConnectionPool
         self._prepare_database()
         self._pool: Any = self._new_pool()
+        self._ann = AnnIndexes(self._connect, self.url, hnsw_min_rows)
         try:
+            self._read("open", self._ann.refresh)
             self.last_reembed: ReembedReport | None = None
             self._check_embedder(on_embedder_mismatch, progress)
         except BaseException:
@@ -420,6 +422,9 @@ class PostgresStore(PgQueries, StoreBase):
     def _new_pool(self) -> Any:
         def configure(conn: Any) -> None:
             self._register_vector(conn)
+            # only HNSW scans read these: the partial indexes of large scopes
+            conn.execute("SET hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
 
         pool = self._pool_cls(
             self.dsn,
@@ -577,6 +582,7 @@ class PostgresStore(PgQueries, StoreBase):
         except StoreError as exc:
             log.warning("store.flush_failed_on_close", where=self.url, error=str(exc))
         self._closed = True
+        self._ann.close()
         if self._pid == os.getpid():
             self._pool.close()
         log.info("store.closed", where=self.url)
@@ -804,12 +810,26 @@ class PostgresStore(PgQueries, StoreBase):
         k1, b = cfg.bm25_k1, cfg.bm25_b
         wp, wn, w2 = cfg.context_prev_weight, cfg.context_next_weight, cfg.context_prev2_weight
         context = (wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None
+        ann = self._ann.predicate(scope) if use_vec and filters is None else None
         cands = self._read(
             "search",
             lambda conn: collect(
-                conn, scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context=context
+                conn,
+                scope,
+                filters,
+                terms,
+                qvec,
+                pool,
+                use_vec,
+                use_kw,
+                k1,
+                b,
+                ann=ann,
+                context=context,
             ),
         )
+        if use_vec and filters is None and ann is None:
+            self._ann.consider(scope, cands.n_docs)
         if not cands.rows:
             return []
         records = [self._with_pending(row_to_record(r[:18])) for r in cands.rows]
@@ -855,7 +875,7 @@ class PostgresStore(PgQueries, StoreBase):
             rerank=rerank,
             records=lambda top: [records[int(i)] for i in top],
             doc_freq=doc_freq,
-            n_docs=cands.n_docs or self.count(scope),
+            n_docs=cands.n_docs,
             shown_cosine=shown_cos if use_vec else None,
             shown_bm25=shown_kw,
         )
@@ -872,6 +892,22 @@ class PostgresStore(PgQueries, StoreBase):
         return int(rows[0][0])
 
     # -- misc -----------------------------------------------------------------------------
+
+    def build_vector_index(self, namespace: Namespace) -> str:
+        """Build the partial HNSW index of the scope ``namespace`` now (idempotent).
+
+        A search builds it in the background once the scope holds
+        ``hnsw_min_rows`` live rows; call this after a bulk load to have it
+        at once.  Another worker's build of the same scope is waited for.
+
+        Returns:
+            ``"ready"``.
+
+        Raises:
+            StoreError: The build failed.
+        """
+        self._check_open()
+        return self._ann.build(check_namespace(namespace), wait=True)
 
     @staticmethod
     def lock_name(namespace: Namespace) -> str:

@@ -432,3 +432,43 @@ def test_a_keyed_fact_saved_by_two_processes_at_once_stays_one_fact(
     assert len(live) == 1 and live[0].id == res.id
     assert a.get("plan") == b.get("plan") == "silver"  # the last save wins
     assert b.delete("plan") and a.get("plan") is None and b.get("plan") is None
+
+
+def test_keyword_statistics_kept_by_triggers_match_the_live_rows(pg_dsn: str) -> None:
+    # scope_stats / term_stats replace reading the scope on every search: after adds,
+    # merges, updates, deletes, maintenance and forget they must equal a recount.
+    store = _open(pg_dsn, near_duplicate_threshold=0.95)
+    try:
+        a, b = Namespace(user_id="a"), Namespace(user_id="b", agent_id="x")
+        ids = [r.id for r in store.add_many(a, [f"alpha beta note {i}" for i in range(30)])]
+        store.add_many(b, [NewMemory(content=f"gamma talk {i}", kind="episode") for i in range(9)])
+        store.add(a, "alpha beta note 3")  # an exact duplicate: merged
+        store.update(a, ids[0], content="rewritten delta words")
+        store.delete(a, ids[1])
+        store.flush()
+        store.decay(a, rate=0.5, threshold=0.0)
+        store.forget(Namespace(user_id="b"))
+        store.add(b, "after forget gamma")
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            live = "deleted_at IS NULL AND superseded_by IS NULL"
+            ns = "user_id, agent_id, run_id, session_id"
+            want = conn.execute(
+                f"SELECT {ns}, count(*), sum(doclen), count(*) FILTER (WHERE kind = 'episode') "
+                f"FROM memories WHERE {live} GROUP BY {ns} ORDER BY {ns}"
+            ).fetchall()
+            got = conn.execute(
+                f"SELECT {ns}, docs, doclen, episodes FROM scope_stats WHERE docs <> 0 "
+                f"ORDER BY {ns}"
+            ).fetchall()
+            assert got == want
+            want_t = conn.execute(
+                f"SELECT t, {ns}, count(*) FROM memories, unnest(terms) AS t WHERE {live} "
+                f"GROUP BY t, {ns} ORDER BY t, {ns}"
+            ).fetchall()
+            got_t = conn.execute(
+                f"SELECT term, {ns}, df FROM term_stats WHERE df <> 0 ORDER BY term, {ns}"
+            ).fetchall()
+            assert got_t == want_t
+            assert ("delta", "a", "", "", "", 1) in got_t
+    finally:
+        store.close()
