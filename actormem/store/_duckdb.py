@@ -84,6 +84,13 @@ from actormem.store._duckdb_view import IndexView as _IndexView
 from actormem.store._files import rich_progress
 from actormem.store._group_commit import GroupCommit
 from actormem.store._index import APPROX_MIN_ROWS, MemoryIndex, Prepared, prepare
+from actormem.store._index_file import (
+    INDEX_SNAPSHOT_MIN_ROWS,
+    SnapshotIdentity,
+    drop_snapshot,
+    load_index,
+    save_index,
+)
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._planning import Planner
 from actormem.store._protocol import ProgressCallback
@@ -96,7 +103,7 @@ from actormem.store._records import (
 )
 from actormem.store._relevance import RelevanceWeights
 from actormem.store._rerank import QueryRerank
-from actormem.store._schema import ensure_schema, read_meta, write_meta
+from actormem.store._schema import SCHEMA_VERSION, ensure_schema, read_meta, write_meta
 from actormem.store._types import (
     EmbedderMismatchError,
     ForgetReport,
@@ -185,6 +192,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         checkpoint_mb: int = 256,
         approx_search_min_rows: int | None = APPROX_MIN_ROWS,
         on_lost_commits: Literal["error", "warn"] = "error",
+        index_snapshot_min_rows: int | None = INDEX_SNAPSHOT_MIN_ROWS,
     ) -> None:
         """Open (or create) the store.
 
@@ -223,6 +231,12 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 ``"error"`` refuses to open and leaves the files as they are;
                 ``"warn"`` accepts the loss, opens, logs
                 ``store.commits_lost`` and sets :attr:`lost_commits`.
+            index_snapshot_min_rows: On close, a store holding at least this
+                many live memories writes its search index beside the file
+                (``<file>.index``, see :mod:`actormem.store._index_file`) when
+                it changed, so the next open loads it instead of rebuilding
+                it from the file; ``None`` never writes one (a snapshot found
+                is still used when valid).
 
         Raises:
             StoreLockedError: Another process has the file open.
@@ -238,6 +252,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 ("checkpoint_mb", checkpoint_mb),
                 ("approx_search_min_rows", approx_search_min_rows),
                 ("touch_flush_interval", touch_flush_interval),
+                ("index_snapshot_min_rows", index_snapshot_min_rows),
             ):
                 STORE_SETTINGS[name].check(value, name, error=InvalidMemoryError)
             if on_lost_commits not in ("error", "warn"):
@@ -255,6 +270,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             check_duckdb_args,
         )
         self._approx_min = approx_search_min_rows
+        self._snapshot_min = index_snapshot_min_rows
         self._closed = False
         self._write_lock = threading.RLock()
         self._local = threading.local()
@@ -304,8 +320,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             #: The report of the re-embedding done on open (on_embedder_mismatch="reembed").
             self.last_reembed: ReembedReport | None = None
             self._check_embedder(on_embedder_mismatch, progress)
-            self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
-            self._rebuild_index(progress)
+            self._open_index(progress)
             self._keep_private()
         except BaseException as exc:
             with suppress(duckdb.Error):
@@ -444,6 +459,8 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 self._flush_touches(self._wcur, own_txn=True)
             except duckdb.Error as exc:  # pragma: no cover - disk failure on close
                 log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
+            else:  # the index then holds access counts the file lacks: no snapshot
+                self._save_index()
             self._closed = True
             with self._cursors_lock:
                 for _, cur in self._cursors:
@@ -601,6 +618,40 @@ class DuckDBStore(DuckDBQueries, StoreBase):
     def _set_embedding_column(self, dim: int) -> None:
         self._wcur.execute("ALTER TABLE memories DROP COLUMN embedding")
         self._wcur.execute(f"ALTER TABLE memories ADD COLUMN embedding FLOAT[{int(dim)}]")
+
+    def _snapshot_identity(self) -> SnapshotIdentity:
+        return SnapshotIdentity(
+            store_id=self._store_id,
+            commit_seq=self._seq,
+            schema_version=SCHEMA_VERSION,
+            embedder=self._embedder.name,
+            dim=self._dim,
+            approx_min_rows=self._approx_min,
+        )
+
+    def _open_index(self, progress: ProgressCallback | None) -> None:
+        """Load the index snapshot when it is valid, else rebuild the index from the file."""
+        self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
+        #: The commit number the index snapshot on disk matches (-1: none does).
+        self._snapshot_seq = -1
+        if self.path == ":memory:":
+            self._rebuild_index(progress)
+            return
+        if load_index(self._index, self.path + ".index", self._snapshot_identity()):
+            self._snapshot_seq = self._seq
+        else:
+            self._rebuild_index(progress)
+
+    def _save_index(self) -> None:
+        """Write the index snapshot on close when the index changed since the one on disk."""
+        if self.path == ":memory:" or self._snapshot_seq == self._seq:
+            return
+        snapshot = self.path + ".index"
+        if self._snapshot_min is None or len(self._index) < self._snapshot_min:
+            drop_snapshot(snapshot)  # stale now: never leave it to be misread
+            return
+        if save_index(self._index, snapshot, self._snapshot_identity()):
+            self._snapshot_seq = self._seq
 
     def _rebuild_index(self, progress: ProgressCallback | None = None) -> None:
         """Load every live memory (and its vector) from the file into a fresh index."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
@@ -34,6 +35,7 @@ __all__ = [
     "I64",
     "IndexRows",
     "Links",
+    "RecordRows",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -67,6 +69,65 @@ APPROX_MIN_ROWS: Final = 200_000
 APPROX_DIMS: Final = 32
 #: Rows of the first pass re-scored with the full vectors.
 APPROX_RERANK: Final = 1000
+
+
+_DECODE_RECORD: Final = msgspec.msgpack.Decoder(MemoryRecord).decode
+_ENCODE: Final = msgspec.msgpack.Encoder().encode
+
+
+class RecordRows:
+    """The records of the rows, by row number (``None`` for a purged row).
+
+    A plain list for rows added in this process; rows loaded from an index
+    snapshot (:mod:`actormem.store._index_file`) stay msgpack bytes in the
+    snapshot's buffer and are decoded when first read, so reopening a large
+    store does not build a million records up front.
+    """
+
+    __slots__ = ("_base", "_blob", "_cache", "_offsets", "_tail")
+
+    def __init__(self, blob: memoryview | None = None, offsets: I64 | None = None) -> None:
+        self._blob = blob
+        self._offsets = offsets
+        self._base = 0 if offsets is None else int(offsets.size) - 1
+        self._cache: dict[int, MemoryRecord | None] = {}
+        self._tail: list[MemoryRecord | None] = []
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    def __getitem__(self, row: int) -> MemoryRecord | None:
+        if row >= self._base:
+            return self._tail[row - self._base]
+        try:
+            return self._cache[row]
+        except KeyError:
+            pass
+        assert self._blob is not None and self._offsets is not None
+        rec = _DECODE_RECORD(self._blob[self._offsets[row] : self._offsets[row + 1]])
+        self._cache[row] = rec
+        return rec
+
+    def __setitem__(self, row: int, rec: MemoryRecord | None) -> None:
+        if row >= self._base:
+            self._tail[row - self._base] = rec
+        else:
+            self._cache[row] = rec
+
+    def append(self, rec: MemoryRecord | None) -> None:
+        """Add the record of the next row."""
+        self._tail.append(rec)
+
+    def extend(self, recs: Sequence[MemoryRecord]) -> None:
+        """Add the records of the next rows."""
+        self._tail.extend(recs)
+
+    def encoded(self, row: int) -> bytes:
+        """The msgpack bytes of a row's record (a loaded row not read since: as loaded)."""
+        if row < self._base and row not in self._cache:
+            assert self._blob is not None and self._offsets is not None
+            return bytes(self._blob[self._offsets[row] : self._offsets[row + 1]])
+        return _ENCODE(self[row])
 
 
 class IndexRows:
@@ -117,7 +178,7 @@ class IndexRows:
         self._last = np.zeros(capacity, dtype=np.float64)
         self._created = np.zeros(capacity, dtype=np.float64)
         self._doclen = np.zeros(capacity, dtype=np.float32)
-        self._records: list[MemoryRecord | None] = []
+        self._records = RecordRows()
         self._row_of: dict[str, int] = {}
         self._hash_row: dict[tuple[tuple[str, str, str, str], str], int] = {}
         self._interners = [_Interner() for _ in range(4)]

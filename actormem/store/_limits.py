@@ -129,6 +129,7 @@ STORE_SETTINGS: Final[Mapping[str, Span]] = {
     "touch_flush_interval": Span(0.001, 86_400.0, optional=True),
     "checkpoint_mb": Span(1, 65_536, integer=True),
     "approx_search_min_rows": Span(1, 10**12, integer=True, optional=True),
+    "index_snapshot_min_rows": Span(0, 10**12, integer=True, optional=True),
     # PostgresStore only
     "pool_size": Span(1, 1000, integer=True),
     "connect_timeout": Span(1.0, 3600.0),

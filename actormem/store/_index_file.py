@@ -1,0 +1,497 @@
+"""The index snapshot: the in-memory index saved beside the database file.
+
+Rebuilding :class:`~actormem.store._index.MemoryIndex` from DuckDB reads
+every live row, builds a record per memory and tokenizes every text again:
+about 30 s at a million memories.  The snapshot keeps what that work
+produces, so reopening a large store costs reading one file.
+
+File ``<database>.index``::
+
+    magic (16 bytes) | header length (8) | header CRC-32 (4) | header (msgpack)
+    | sections, each aligned to 64 bytes
+
+The header names the snapshot's identity (see :class:`SnapshotIdentity`),
+the index's small state (interned namespaces and kinds, BM25 terms) and a
+table of sections: raw numpy arrays and msgpack buffers, each with its
+offset, size and CRC-32.  Only live rows are written (a snapshot is a
+compacted index), so row numbers are dense and every row's record exists.
+
+Trust: a snapshot is used only when its identity equals the store's at open
+-- the same database (``store_id``), the same commit number (``commit_seq``,
+bumped by every write transaction, see :mod:`actormem.store._commits`), the
+same schema version, embedder name and vector size, and the same
+approximate-search setting -- and when every section's checksum matches.
+Anything else (missing, truncated, garbled, stale, another embedder) raises
+:class:`SnapshotError` with the reason, and the store rebuilds from DuckDB.
+
+Written atomically: a temporary file in the same folder, ``fsync``, rename
+over the old snapshot, ``fsync`` of the folder.  A crash while writing
+leaves the old snapshot (stale by then: its commit number is older) or
+none; never a half-written one under the real name.
+
+Loaded with one read-only copy-on-write ``mmap``: the arrays are views of
+the mapping (the kernel shares the page cache; a row the index later
+changes gets a private copy of its page), records stay msgpack bytes until
+read (:class:`~actormem.store._index_rows.RecordRows`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import stat
+import struct
+import time
+import zlib
+from array import array
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.store._index import MemoryIndex
+from actormem.store._index_rows import I64, RecordRows, _Interner
+
+__all__ = [
+    "INDEX_SNAPSHOT_MIN_ROWS",
+    "SnapshotError",
+    "SnapshotIdentity",
+    "drop_snapshot",
+    "load_index",
+    "load_snapshot",
+    "save_index",
+    "save_snapshot",
+]
+
+log = structlog.get_logger(__name__)
+
+#: Live memories from which a store writes its index snapshot on close: below
+#: this, rebuilding from DuckDB on open takes well under a second.
+INDEX_SNAPSHOT_MIN_ROWS: Final = 20_000
+
+_MAGIC: Final = b"actormem-index\x00\x01"
+_PREFIX: Final = struct.Struct("<16sQI")
+_ALIGN: Final = 64
+FORMAT: Final = 1
+
+
+class SnapshotError(Exception):
+    """The snapshot cannot be used; ``reason`` says why (logged by the store)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SnapshotIdentity(msgspec.Struct, frozen=True):
+    """What a snapshot must match to be used (see the module docstring)."""
+
+    store_id: str
+    schema_version: int
+    embedder: str
+    dim: int
+    approx_min_rows: int | None
+    commit_seq: int
+
+
+class _Section(msgspec.Struct, frozen=True, array_like=True):
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+    crc: int
+
+
+class _Header(msgspec.Struct, frozen=True):
+    format: int
+    identity: SnapshotIdentity
+    rows: int
+    total_len: float
+    ns_values: list[list[str]]
+    kind_values: list[str]
+    terms: list[str]
+    tags: list[str]
+    combos: list[tuple[str, str, str, str]]
+    sections: list[_Section]
+
+
+def _groups(codes: I64, count: int) -> tuple[I64, I64]:
+    """Rows grouped by code: ``(starts, rows)``; code ``c`` has ``rows[starts[c]:starts[c+1]]``."""
+    order = np.argsort(codes, kind="stable").astype(np.int64)
+    starts = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=count), out=starts[1:])
+    return starts, order
+
+
+def _remap_postings(
+    postings: list[tuple[npt.NDArray[Any], npt.NDArray[Any] | None]], remap: I64
+) -> tuple[list[int], I64, I64, npt.NDArray[np.float32]]:
+    """Postings renumbered to the compacted rows, dropping killed rows and emptied lists.
+
+    Returns:
+        ``(kept, starts, rows, tfs)``: which of the input postings are kept,
+        and their concatenation (``tfs`` empty when no input had any).
+    """
+    lengths = np.array([p[0].size for p in postings], dtype=np.int64)
+    if not postings:
+        return [], np.zeros(1, dtype=np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    rows = remap[np.concatenate([p[0] for p in postings])]
+    with_tf = postings[0][1] is not None
+    tfs = (
+        np.concatenate([p[1] for p in postings if p[1] is not None])
+        if with_tf
+        else np.zeros(0, dtype=np.float32)
+    )
+    owner = np.repeat(np.arange(lengths.size), lengths)
+    keep = rows >= 0
+    counts = np.bincount(owner[keep], minlength=lengths.size)
+    kept = np.flatnonzero(counts)
+    starts = np.zeros(kept.size + 1, dtype=np.int64)
+    np.cumsum(counts[kept], out=starts[1:])
+    return (
+        kept.tolist(),
+        starts,
+        rows[keep],
+        tfs[keep].astype(np.float32) if with_tf else tfs,
+    )
+
+
+def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> int:
+    """Write ``index`` to ``path`` atomically; returns the number of rows written.
+
+    The caller holds whatever keeps the index still (the store's write lock);
+    this takes the index's own lock for the copy of its state.
+    """
+    with index.lock:
+        n = index.rows
+        live = np.flatnonzero(index._alive[:n])
+        every = live.size == n
+        remap = np.full(n, -1, dtype=np.int64)
+        remap[live] = np.arange(live.size, dtype=np.int64)
+
+        def pick(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            return arr[..., :n] if every else arr[..., live]
+
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "vecs": index._vecs[:n] if every else index._vecs[live],
+            "alive": np.ones(live.size, dtype=bool),
+            "ns": np.ascontiguousarray(pick(index._ns)),
+            "kind": pick(index._kind),
+            "importance": pick(index._importance),
+            "access": pick(index._access),
+            "last": pick(index._last),
+            "created": pick(index._created),
+            "doclen": pick(index._doclen),
+        }
+        if index._pvecs is not None and index._proj is not None:
+            arrays["pvecs"] = index._pvecs[:n] if every else index._pvecs[live]
+            arrays["proj"] = index._proj
+        terms = list(index._postings)
+        kept, starts, prow, ptf = _remap_postings(
+            [
+                (np.frombuffer(r, dtype=np.int64), np.frombuffer(t, dtype=np.float32))
+                for r, t in index._postings.values()
+            ],
+            remap,
+        )
+        arrays.update(term_starts=starts, term_rows=prow, term_tfs=ptf)
+        tags_all = list(index._tag_rows)
+        tkept, tstarts, trows, _ = _remap_postings(
+            [(np.frombuffer(index._tag_rows[t], dtype=np.int64), None) for t in tags_all], remap
+        )
+        arrays.update(tag_starts=tstarts, tag_rows=trows)
+        for field in range(4):
+            fstarts, frows = _groups(
+                arrays["ns"][field].astype(np.int64), len(index._interners[field].values)
+            )
+            arrays[f"ns{field}_starts"], arrays[f"ns{field}_rows"] = fstarts, frows
+        records = index._records
+        blobs = [records.encoded(int(r)) for r in live]
+        arrays["record_offsets"] = np.zeros(live.size + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in blobs], out=arrays["record_offsets"][1:])
+        # Every live row has exactly one id in row_of; hash_row holds the row
+        # that a hash lookup finds (the latest of exact duplicates).
+        arrays["id_rows"] = remap[np.fromiter(index._row_of.values(), np.int64)]
+        combo_of: dict[tuple[str, str, str, str], int] = {}
+        hash_keys = list(index._hash_row)
+        arrays["hash_rows"] = remap[np.fromiter(index._hash_row.values(), np.int64)]
+        arrays["hash_combo"] = np.array(
+            [combo_of.setdefault(k, len(combo_of)) for k, _ in hash_keys], dtype=np.int64
+        )
+        buffers = {
+            "records": b"".join(blobs),
+            "ids": msgspec.msgpack.encode(list(index._row_of)),
+            "hashes": msgspec.msgpack.encode([h for _, h in hash_keys]),
+        }
+        del blobs, hash_keys
+        header = {
+            "format": FORMAT,
+            "identity": identity,
+            "rows": int(live.size),
+            "total_len": float(arrays["doclen"].sum(dtype=np.float64)),
+            "ns_values": [list(i.values) for i in index._interners],
+            "kind_values": list(index._kinds.values),
+            "terms": [terms[i] for i in kept],
+            "tags": [tags_all[i] for i in tkept],
+            "combos": list(combo_of),
+        }
+        _write(path, header, arrays, buffers)
+        return int(live.size)
+
+
+def _write(
+    path: str,
+    header: dict[str, Any],
+    arrays: dict[str, npt.NDArray[Any]],
+    buffers: dict[str, bytes],
+) -> None:
+    parts: list[tuple[str, str, tuple[int, ...], memoryview]] = []
+    for name, arr in arrays.items():
+        arr = np.ascontiguousarray(arr)
+        parts.append((name, arr.dtype.str, arr.shape, memoryview(arr.data).cast("B")))
+    for name, buf in buffers.items():
+        parts.append((name, "bytes", (len(buf),), memoryview(buf)))
+    sections = []
+    offset = 0
+    for name, dtype, shape, view in parts:
+        sections.append(_Section(name, dtype, shape, offset, view.nbytes, zlib.crc32(view)))
+        offset += -(-view.nbytes // _ALIGN) * _ALIGN
+    head = msgspec.msgpack.encode(_Header(sections=sections, **header))
+    start = -(-(_PREFIX.size + len(head)) // _ALIGN) * _ALIGN
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "wb", closefd=False) as out:
+                out.write(_PREFIX.pack(_MAGIC, len(head), zlib.crc32(head)))
+                out.write(head)
+                out.write(b"\x00" * (start - _PREFIX.size - len(head)))
+                for (_, _, _, view), section in zip(parts, sections, strict=True):
+                    out.write(view)
+                    out.write(b"\x00" * (-section.nbytes % _ALIGN))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> None:
+    """Fill the empty ``index`` from the snapshot at ``path``.
+
+    Raises:
+        SnapshotError: The snapshot is missing, damaged or stale; the reason
+            says which.  ``index`` is then left as it was.
+        FileNotFoundError: There is no snapshot.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO there must not block
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SnapshotError("not a regular file")
+        size = info.st_size
+        if size < _PREFIX.size:
+            raise SnapshotError(f"truncated: {size} bytes")
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
+    view = memoryview(mapped)
+    magic, head_len, head_crc = _PREFIX.unpack_from(view)
+    if magic != _MAGIC:
+        raise SnapshotError("not an actormem index snapshot (bad magic)")
+    start = -(-(_PREFIX.size + head_len) // _ALIGN) * _ALIGN
+    if start > size:
+        raise SnapshotError(f"truncated: header of {head_len} bytes, file of {size}")
+    head = view[_PREFIX.size : _PREFIX.size + head_len]
+    if zlib.crc32(head) != head_crc:
+        raise SnapshotError("header checksum mismatch")
+    try:
+        header = msgspec.msgpack.decode(head, type=_Header)
+    except msgspec.DecodeError as exc:
+        raise SnapshotError(f"unreadable header: {exc}") from exc
+    if header.format != FORMAT:
+        raise SnapshotError(f"format {header.format}, this actormem reads {FORMAT}")
+    if header.identity != identity:
+        raise SnapshotError(_difference(header.identity, identity))
+    parts: dict[str, memoryview] = {}
+    for s in header.sections:
+        lo = start + s.offset
+        if lo + s.nbytes > size:
+            raise SnapshotError(f"truncated: section {s.name} ends past the file's {size} bytes")
+        part = view[lo : lo + s.nbytes]
+        if zlib.crc32(part) != s.crc:
+            raise SnapshotError(f"checksum mismatch in section {s.name}")
+        parts[s.name] = part
+    shapes = {s.name: (s.dtype, s.shape) for s in header.sections}
+
+    def arr(name: str) -> npt.NDArray[Any]:
+        if name not in parts:
+            raise SnapshotError(f"section {name} missing")
+        dtype, shape = shapes[name]
+        try:
+            return np.frombuffer(parts[name], dtype=np.dtype(dtype)).reshape(shape)
+        except (TypeError, ValueError) as exc:
+            raise SnapshotError(f"section {name}: {exc}") from exc
+
+    try:
+        _fill(index, header, arr, parts)
+    except SnapshotError:
+        index.purge_all()
+        raise
+    except (ValueError, IndexError, KeyError, msgspec.DecodeError) as exc:
+        index.purge_all()
+        raise SnapshotError(f"inconsistent contents: {exc}") from exc
+
+
+def _difference(found: SnapshotIdentity, wanted: SnapshotIdentity) -> str:
+    for field in SnapshotIdentity.__struct_fields__:
+        a, b = getattr(found, field), getattr(wanted, field)
+        if a != b:
+            what = "stale" if field == "commit_seq" else "another " + field.replace("_", " ")
+            return f"{what}: snapshot has {field}={a!r}, the store {b!r}"
+    return "identity differs"  # pragma: no cover - the caller compared them unequal
+
+
+def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memoryview]) -> None:
+    n = header.rows
+    vecs = arr("vecs")
+    if vecs.shape != (n, index.dim):
+        raise SnapshotError(f"vectors of shape {vecs.shape}, expected {(n, index.dim)}")
+    offsets = arr("record_offsets")
+    if offsets.shape != (n + 1,) or (n and int(offsets[-1]) != parts["records"].nbytes):
+        raise SnapshotError("record offsets do not match the records")
+    ids = msgspec.msgpack.decode(parts["ids"], type=list[str])
+    hashes = msgspec.msgpack.decode(parts["hashes"], type=list[str])
+    id_rows, hash_rows, hash_combo = arr("id_rows"), arr("hash_rows"), arr("hash_combo")
+    if len(ids) != n or id_rows.shape != (n,):
+        raise SnapshotError("ids do not match the rows")
+    if not (len(hashes) == hash_rows.size == hash_combo.size):
+        raise SnapshotError("content hashes do not match their rows")
+    with index.lock:
+        if n == 0:
+            return
+        index._reset(16)
+        index._cap = n
+        index._vecs = vecs
+        for name in ("alive", "ns", "kind", "importance", "access", "last", "created", "doclen"):
+            a = arr(name)
+            if a.shape[-1] != n:
+                raise SnapshotError(f"section {name} has {a.shape[-1]} rows, expected {n}")
+            setattr(index, f"_{name}", a)
+        if "proj" in parts:
+            index._proj = arr("proj")
+            index._pvecs = arr("pvecs")
+        index._n = n
+        index._live = n
+        index._total_len = header.total_len
+        index._records = RecordRows(parts["records"], offsets)
+        index._row_of = dict(zip(ids, id_rows.tolist(), strict=True))
+        interners = []
+        for values in header.ns_values:
+            interner = _Interner()
+            interner.values = list(values)
+            interner.codes = {v: i for i, v in enumerate(values)}
+            interners.append(interner)
+        index._interners = interners
+        index._kinds.values = list(header.kind_values)
+        index._kinds.codes = {v: i for i, v in enumerate(header.kind_values)}
+        keys = [tuple(k) for k in header.combos]
+        hash_ns = [keys[c] for c in hash_combo.tolist()]
+        index._hash_row = dict(
+            zip(zip(hash_ns, hashes, strict=True), hash_rows.tolist(), strict=True)
+        )
+        index._ns_rows = [
+            _split_rows(arr(f"ns{f}_starts"), arr(f"ns{f}_rows"), range(len(header.ns_values[f])))
+            for f in range(4)
+        ]
+        rows_bytes, tfs_bytes = parts["term_rows"], parts["term_tfs"]
+        bounds = arr("term_starts").tolist()
+        postings = {}
+        for i, term in enumerate(header.terms):
+            lo, hi = bounds[i], bounds[i + 1]
+            rows = array("q")
+            rows.frombytes(rows_bytes[lo * 8 : hi * 8])
+            tfs = array("f")
+            tfs.frombytes(tfs_bytes[lo * 4 : hi * 4])
+            postings[term] = (rows, tfs)
+        index._postings = postings
+        index._tag_rows = _split_rows(arr("tag_starts"), arr("tag_rows"), header.tags)
+
+
+def _split_rows(starts: I64, rows: I64, keys: Any) -> dict[Any, array[int]]:
+    bounds = starts.tolist()
+    data = memoryview(np.ascontiguousarray(rows, dtype=np.int64).data).cast("B")
+    out: dict[Any, array[int]] = {}
+    for i, key in enumerate(keys):
+        lo, hi = bounds[i], bounds[i + 1]
+        if hi > lo:
+            found = array("q")
+            found.frombytes(data[lo * 8 : hi * 8])
+            out[key] = found
+    return out
+
+
+def drop_snapshot(path: str) -> None:
+    """Remove the snapshot at ``path`` if there is one (a regular file: never a FIFO or such)."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+
+
+def load_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> bool:
+    """Fill ``index`` from the snapshot when it is valid; log why not otherwise.
+
+    An invalid snapshot is deleted, so that it cannot be taken for valid later
+    (say a database restored from an older copy that reaches the same commit
+    number with other writes).
+
+    Returns:
+        Whether the index was loaded (``False``: the caller rebuilds it).
+    """
+    t0 = time.perf_counter()
+    try:
+        load_snapshot(path, identity, index)
+    except FileNotFoundError:
+        return False
+    except (SnapshotError, OSError) as exc:
+        reason = exc.reason if isinstance(exc, SnapshotError) else f"unreadable: {exc}"
+        log.warning("store.index_snapshot_rebuilt", path=path, reason=reason)
+        drop_snapshot(path)
+        return False
+    log.info(
+        "store.index_snapshot_loaded",
+        path=path,
+        memories=len(index),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    return True
+
+
+def save_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> bool:
+    """Write the snapshot; on failure log it, remove any stale one and return ``False``."""
+    t0 = time.perf_counter()
+    try:
+        rows = save_snapshot(index, path, identity)
+    except OSError as exc:
+        log.warning("store.index_snapshot_failed", path=path, error=str(exc))
+        drop_snapshot(path)
+        return False
+    log.info(
+        "store.index_snapshot_written",
+        path=path,
+        memories=rows,
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+    return True
