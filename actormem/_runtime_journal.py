@@ -43,6 +43,7 @@ class JournalCalls:
         *,
         state: str = "in_flight",
         note: str = "",
+        also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> NowStatus:
         """Replace the working status (NOW.md, session state, DuckDB); emits ``NowUpdated``.
 
@@ -51,13 +52,17 @@ class JournalCalls:
             next_steps: the immediate next steps, in order.
             state: ``in_flight``, ``done``, ``error``, ``idle`` (or another word).
             note: a free note (an error, a hint for whoever resumes).
+            also_log: ``(entry_type, content, metadata)`` log entries committed
+                in the same transaction as the status.
 
         Raises:
             RuntimeError: the runtime keeps no journal.
             ValueError: an argument has the wrong type.
         """
         self._last_activity = time.monotonic()
-        return self._need_journal().update_now(objective, next_steps, state=state, note=note)
+        return self._need_journal().update_now(
+            objective, next_steps, state=state, note=note, also_log=also_log
+        )
 
     def now(self) -> NowStatus:
         """The working status (a hand edit of NOW.md is imported first).
@@ -77,6 +82,17 @@ class JournalCalls:
         """
         self._last_activity = time.monotonic()
         return self._need_journal().log(entry_type, content, **metadata)
+
+    def log_many(self, entries: Sequence[tuple[str, str, dict[str, Any]]]) -> list[LogRecord]:
+        """Append ``(entry_type, content, metadata)`` entries in one transaction (see
+        :meth:`log`); LOG.md is rewritten once.
+
+        Raises:
+            RuntimeError: the runtime keeps no journal.
+            ValueError: an unknown type or empty text (nothing is written).
+        """
+        self._last_activity = time.monotonic()
+        return self._need_journal().log_many(entries)
 
     def working_memory(self, max_tokens: int | None = None) -> str:
         """The ``<working_memory>`` block (NOW and the latest LOG entries) for the model,

@@ -126,9 +126,21 @@ def log_messages(runtime: MemoryRuntime, msgs: Sequence[Msg]) -> None:
     """
     if runtime.journal is None:
         return
-    for m in msgs:
-        for entry_type, text, meta in _entries(m):
-            _safe(functools.partial(runtime.log, entry_type, text, **meta))
+    entries = message_entries(msgs)
+    if not entries:
+        return
+    try:  # one transaction for the lot
+        runtime.log_many(entries)
+        return
+    except Exception:
+        log.debug("hooks.log_many_failed", exc_info=True)
+    for entry_type, text, meta in entries:  # then one by one: a bad entry fails alone
+        _safe(functools.partial(runtime.log, entry_type, text, **meta))
+
+
+def message_entries(msgs: Sequence[Msg]) -> list[tuple[str, str, dict[str, Any]]]:
+    """The activity-log entries of ``msgs`` (see :func:`log_messages`)."""
+    return [entry for m in msgs for entry in _entries(m)]
 
 
 def _entries(m: Msg) -> list[tuple[str, str, dict[str, Any]]]:

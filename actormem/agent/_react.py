@@ -45,7 +45,7 @@ import structlog
 
 from actormem._door import check_settings
 from actormem._settings import AGENT_ARGS
-from actormem.agent._hooks import MemoryHooks, log_messages
+from actormem.agent._hooks import MemoryHooks, log_messages, message_entries
 from actormem.agent.tools import Tool, ToolRegistry
 from actormem.messages import MessageError, Msg, TextBlock, ToolUseBlock
 from actormem.models.base import ChatModel, MalformedToolCallError, ToolSpec
@@ -263,8 +263,12 @@ class ReActAgent(StateModule):
             task, task_id = user.text, user.id
             turn = [user]
             self._done = []
-            self._update_now(task, ["work out the answer, using tools as needed", "reply"])
-            self._log_msgs([user])
+            # NOW and the user's message commit together (one transaction)
+            self._update_now(
+                task,
+                ["work out the answer, using tools as needed", "reply"],
+                also_log=message_entries([user]),
+            )
         self._set_status(
             state="in_flight",
             task=task,
@@ -297,14 +301,22 @@ class ReActAgent(StateModule):
             return None
 
     def _update_now(
-        self, objective: str, next_steps: Sequence[str], *, state: str = "in_flight", note: str = ""
+        self,
+        objective: str,
+        next_steps: Sequence[str],
+        *,
+        state: str = "in_flight",
+        note: str = "",
+        also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> None:
         if self.memory.journal is None:
             return
         try:
-            self.memory.update_now(objective, next_steps, state=state, note=note)
+            self.memory.update_now(objective, next_steps, state=state, note=note, also_log=also_log)
         except Exception:
             log.exception("agent.journal_failed", call="update_now")
+            for entry_type, text, meta in also_log:  # the entries still go to the log
+                self._log(entry_type, text, **meta)
 
     def _log(self, entry_type: str, text: str, **metadata: Any) -> None:
         if self.memory.journal is None:

@@ -1,10 +1,22 @@
-"""File writes of the journal: atomic replacement for views, fsynced appends for day files."""
+"""File writes of the journal: atomic replacement for views, fsynced appends for day files.
+
+NOW.md and LOG.md are replaced atomically but not fsynced (``sync=False``):
+they are views of what DuckDB holds (a commit there is synced), so the
+agent's turn does not wait for two file syncs per write.  A killed process
+leaves the old or the new file (the rename is atomic); a power cut may
+leave a file the disk had not written yet, empty.  The journal re-renders
+LOG.md from the record every time it starts, and rewrites a missing or
+empty NOW.md from the record instead of importing it as a person's edit.
+MEMORY.md (a person's edits are imported from it) stays synced.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from actormem._special_files import describe_mode, read_regular
@@ -38,9 +50,27 @@ def file_hash(path: Path) -> str | None:
     return None if text is None else text_hash(text)
 
 
-def write_text(path: Path, text: str) -> str:
-    """Replace ``path`` with ``text`` atomically (temp file, fsync, rename); return its hash."""
-    atomic_write(path, text.encode("utf-8", "surrogatepass"))
+def write_text(path: Path, text: str, *, sync: bool = True) -> str:
+    """Replace ``path`` with ``text`` atomically (temp file, fsync, rename); return its hash.
+
+    With ``sync=False`` nothing is fsynced: a killed process still leaves the
+    old or the new file (the rename is atomic), a power cut may leave either
+    or an empty file.  Only for views rebuilt from the record at start.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if sync:
+        atomic_write(path, data)
+        return text_hash(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
     return text_hash(text)
 
 

@@ -12,8 +12,10 @@ One :class:`Journal` serves one namespace and owns its folder::
 Files are views.  NOW lives in the session state and the ``journal_state``
 table; LOG entries in ``activity_log`` (compactions in ``log_compactions``);
 journal lines point at memories by id; MEMORY.md items are memories tagged
-``core``.  Views are replaced atomically (temp file, fsync, rename) or
-appended with one fsynced write.  The hash of every view the journal writes
+``core``.  Views are replaced atomically (temp file, rename; NOW.md and LOG.md
+without fsync, since DuckDB holds what they show and they are rewritten from it
+when missing or empty: see :mod:`actormem.journal._files`) or appended with
+one fsynced write.  The hash of every view the journal writes
 is kept, so a NOW.md or MEMORY.md changed by a person is noticed and
 imported (and then rewritten in canonical form), never silently overwritten.
 
@@ -293,16 +295,20 @@ class Journal(StateModule):
         *,
         state: str = "in_flight",
         note: str = "",
+        also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
     ) -> NowStatus:
         """Replace the working status and rewrite NOW.md.
 
-        A change of objective is logged (SYSTEM) with the old one.
+        A change of objective is logged (SYSTEM) with the old one.  The status,
+        its log entries and ``also_log`` commit in one transaction.
 
         Args:
             objective: what the agent is working on ("" for nothing).
             next_steps: the immediate next steps, in order.
             state: ``in_flight``, ``done``, ``error``, ``idle`` or another word.
             note: a free note (an error, a hint for whoever resumes).
+            also_log: more ``(entry_type, content, metadata)`` log entries
+                to append after the status's own (see :meth:`log`).
 
         Returns:
             The new status.
@@ -310,6 +316,7 @@ class Journal(StateModule):
         Raises:
             ValueError: an argument has the wrong type.
         """
+        extra = self._check_entries(also_log)
         if not isinstance(objective, str):
             raise ValueError(f"objective must be a str, got {type(objective).__name__}")
         if isinstance(next_steps, str) or not all(isinstance(s, str) for s in next_steps):
@@ -327,30 +334,43 @@ class Journal(StateModule):
         )
         with self._lock:
             self._sync_now()
-            self._set_now(new, log_entry=True)
+            self._set_now(new, log_entry=True, extra=extra)
             return self._now
 
-    def _set_now(self, new: NowStatus, *, log_entry: bool, imported: bool = False) -> None:
+    def _set_now(
+        self,
+        new: NowStatus,
+        *,
+        log_entry: bool,
+        imported: bool = False,
+        extra: Sequence[tuple[str, str, dict[str, Any]]] = (),
+    ) -> None:
         old = self._now
         self._now = new
         path = self.path(NOW_FILE)
-        digest = write_text(path, render_now(new, self.label))
+        # not fsynced: DuckDB holds the status; an empty NOW.md is rewritten (_sync_now)
+        digest = write_text(path, render_now(new, self.label), sync=False)
         self._hashes[NOW_FILE] = digest
-        self._store.set_journal_state(
-            self.namespace,
-            {"now": msgspec.json.encode(new).decode(), f"hash:{NOW_FILE}": digest},
-        )
+        entries: list[tuple[str, str, dict[str, Any]]] = []
         if log_entry:
             if old.objective and old.objective != new.objective:
-                self._append("SYSTEM", f"objective changed from: {clip(old.objective, 300)}")
+                entries.append(
+                    ("SYSTEM", f"objective changed from: {clip(old.objective, 300)}", {})
+                )
             steps = "; ".join(new.next_steps[:3])
-            self._append(
-                "SYSTEM",
-                f"NOW {new.state}: {new.objective or '(no objective)'}"
-                + (f" — next: {steps}" if steps else "")
-                + (f" — {new.note}" if new.note else ""),
-                {"now": True},
+            entries.append(
+                (
+                    "SYSTEM",
+                    f"NOW {new.state}: {new.objective or '(no objective)'}"
+                    + (f" — next: {steps}" if steps else "")
+                    + (f" — {new.note}" if new.note else ""),
+                    {"now": True},
+                )
             )
+        self._append_many(
+            [*entries, *extra],
+            {"now": msgspec.json.encode(new).decode(), f"hash:{NOW_FILE}": digest},
+        )
         self._publish(
             NowUpdated(
                 source=JOURNAL,
@@ -366,8 +386,10 @@ class Journal(StateModule):
         """Import NOW.md if a person changed it; rewrite it if it is missing."""
         path = self.path(NOW_FILE)
         text = read_text(path)
-        if text is None:
-            digest = write_text(path, render_now(self._now, self.label))
+        if text is None or not text.strip():
+            # missing, or emptied by a power cut before the unsynced write reached
+            # the disk: rewritten from the record, never taken for a hand edit
+            digest = write_text(path, render_now(self._now, self.label), sync=False)
             self._hashes[NOW_FILE] = digest
             self._store.set_journal_state(self.namespace, {f"hash:{NOW_FILE}": digest})
             return
@@ -394,32 +416,78 @@ class Journal(StateModule):
         Raises:
             ValueError: an unknown type or empty content.
         """
-        if entry_type not in ENTRY_TYPES:
-            raise ValueError(f"entry_type must be one of {', '.join(ENTRY_TYPES)}: {entry_type!r}")
-        if not isinstance(content, str) or not content.strip():
-            raise ValueError("a log entry needs non-empty text")
-        metadata = check_json_object(metadata, "log metadata", error=ValueError)
+        return self.log_many([(entry_type, content, metadata)])[0]
+
+    def log_many(self, entries: Sequence[tuple[str, str, dict[str, Any]]]) -> list[LogRecord]:
+        """Append ``(entry_type, content, metadata)`` entries in one transaction.
+
+        LOG.md is rewritten once for all of them (see :meth:`log`).
+
+        Raises:
+            ValueError: an unknown type or empty content (nothing is written).
+        """
+        checked = self._check_entries(entries)
         with self._lock:
-            return self._append(entry_type, content, metadata)
+            return self._append_many(checked)
+
+    @staticmethod
+    def _check_entries(
+        entries: Sequence[tuple[str, str, dict[str, Any]]],
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        out = []
+        for entry_type, content, metadata in entries:
+            if entry_type not in ENTRY_TYPES:
+                raise ValueError(
+                    f"entry_type must be one of {', '.join(ENTRY_TYPES)}: {entry_type!r}"
+                )
+            if not isinstance(content, str) or not content.strip():
+                raise ValueError("a log entry needs non-empty text")
+            out.append(
+                (entry_type, content, check_json_object(metadata, "log metadata", error=ValueError))
+            )
+        return out
 
     def _append(
         self, entry_type: str, content: str, metadata: dict[str, Any] | None = None
     ) -> LogRecord:
+        return self._append_many([(entry_type, content, dict(metadata or {}))])[0]
+
+    def _append_many(
+        self,
+        entries: Sequence[tuple[str, str, dict[str, Any]]],
+        state: dict[str, str] | None = None,
+    ) -> list[LogRecord]:
+        """Store ``entries`` (and ``state``) in one transaction, then rewrite LOG.md once."""
         limit = self.config.entry_max_chars
-        meta = dict(metadata or {})
-        text = content.strip()
-        if len(text) > limit:
-            meta["chars"] = len(text)
-            text = text[: limit - 1] + "…"
-        rec = self._store.log_append(
-            self.namespace, entry_type, text, metadata=meta, ts=self.config.clock()
-        )
-        self._live.append(rec)
+        now = self.config.clock()
+        rows: list[tuple[str, str, dict[str, Any], float]] = []
+        for entry_type, content, metadata in entries:
+            meta = dict(metadata or {})
+            text = content.strip()
+            if len(text) > limit:
+                meta["chars"] = len(text)
+                text = text[: limit - 1] + "…"
+            rows.append((entry_type, text, meta, now))
+        if not rows and not state:
+            return []
+        write = getattr(self._store, "journal_write", None)
+        if write is not None:  # DuckDB: one transaction
+            recs: list[LogRecord] = write(self.namespace, rows, state)
+        else:
+            if state:
+                self._store.set_journal_state(self.namespace, state)
+            recs = [
+                self._store.log_append(self.namespace, kind, text, metadata=meta, ts=ts)
+                for kind, text, meta, ts in rows
+            ]
+        if not recs:
+            return recs
+        self._live.extend(recs)
         size = self._write_log()
         cfg = self.config
         if len(self._live) > cfg.log_max_entries or size > cfg.log_max_bytes:
             self._compact(size)
-        return rec
+        return recs
 
     def entries(self, limit: int | None = None) -> list[LogRecord]:
         """The live (not yet compacted) log entries, oldest first (the last ``limit``)."""
@@ -443,7 +511,7 @@ class Journal(StateModule):
 
     def _write_log(self) -> int:
         text = self._render_log()
-        write_text(self.path(LOG_FILE), text)
+        write_text(self.path(LOG_FILE), text, sync=False)  # a view, rebuilt at start
         return len(text.encode("utf-8", "surrogatepass"))
 
     def compact(self) -> LogCompaction | None:

@@ -277,6 +277,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
         self._cursors: builtins.list[tuple[threading.Thread, Any]] = []
         self._cursors_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._log_seqs: dict[tuple[str, str, str, str], int] = {}
         self._group = GroupCommit(
             self._write_lock, self._commit, lambda: self._clock(), self._check_open
         )
@@ -849,6 +850,7 @@ class DuckDBStore(DuckDBQueries, StoreBase):
             cur.execute(f"DELETE FROM memories WHERE {where}", params)
             for table in ("activity_log", "log_compactions", "journal_state"):
                 cur.execute(f"DELETE FROM {table} WHERE {where}", params)
+            self._log_seqs.clear()
             return ids, n_hist
 
         with self._write_lock:

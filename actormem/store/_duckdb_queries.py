@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import builtins
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
-from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
 from actormem.store._records import (
     NS_COLS,
     check_limit,
@@ -59,8 +60,32 @@ def _one(cur: Any, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | No
     ``checkpoint_threshold``) and keeps every later commit's undo data in
     memory.  ``fetchall()`` completes the query and ends its transaction.
     """
-    rows = cur.execute(sql, params).fetchall()
+    rows = cur.execute(*inline(sql, params)).fetchall()
     return tuple(rows[0]) if rows else None
+
+
+def inline(sql: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]:
+    """``sql`` with its ``?`` placeholders replaced by literals of ``params`` when it can.
+
+    Bound parameters make DuckDB's Python client look for pandas (see
+    :mod:`actormem.store._duckdb_sql`); reads on the agent's turn (a memory by
+    id, its history) are sent as text instead.  Left as it is when the
+    statement holds a quote (a ``?`` could sit inside a string) or a value
+    has no literal (lists, a NUL character).
+    """
+    if not params or "'" in sql:
+        return sql, params
+    pieces = sql.split("?")
+    if len(pieces) != len(params) + 1:
+        return sql, params
+    try:
+        values = [lit(v) for v in params]
+    except UnsafeLiteral:
+        return sql, params
+    out = [pieces[0]]
+    for value, piece in zip(values, pieces[1:], strict=True):
+        out += [value, piece]
+    return "".join(out), ()
 
 
 def _scope_sql(namespace: Namespace, prefix: str = "") -> tuple[str, list[Any]]:
@@ -109,6 +134,15 @@ class DuckDBQueries:
         def _indexed_record(self, memory_id: str) -> MemoryRecord | None: ...
 
         def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+
+        def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+
+        def _run_script(self, what: str, statements: builtins.list[str]) -> None: ...
+
+        _write_lock: threading.RLock
+        _wcur: Any
+        #: The last ``seq`` of each namespace's activity log (see :meth:`journal_write`).
+        _log_seqs: dict[tuple[str, str, str, str], int]
 
         def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
 
@@ -200,9 +234,12 @@ class DuckDBQueries:
         rows = (
             self._reader()
             .execute(
-                "SELECT id, memory_id, user_id, agent_id, run_id, session_id, op, old_content, "
-                f"new_content, epoch_us(ts), reason FROM history WHERE {where} ORDER BY ts, rowid",
-                params,
+                *inline(
+                    "SELECT id, memory_id, user_id, agent_id, run_id, session_id, op, "
+                    "old_content, new_content, epoch_us(ts), reason FROM history "
+                    f"WHERE {where} ORDER BY ts, rowid",
+                    params,
+                )
             )
             .fetchall()
         )
@@ -288,6 +325,7 @@ class DuckDBQueries:
             return seq
 
         seq = self._write_txn("log append", write)
+        self._log_seqs.pop(namespace.key(), None)
         return LogRecord(
             id=rid,
             namespace=namespace,
@@ -356,27 +394,50 @@ class DuckDBQueries:
         cid = os.urandom(16).hex()
         now = self._clock()
 
+        try:  # literals, not an Arrow table and parameters: no pandas look-ups
+            id_list = ", ".join(lit(i) for i in ids)
+            cid_lit = lit(cid)
+            ns_where = _exact_lit(namespace)
+        except UnsafeLiteral:
+            id_list = ""
+
         def write(cur: Any) -> LogCompaction:
-            tbl = pa.table({"id": pa.array(ids, type=pa.string())})
-            cur.register("_ids", tbl)
-            try:
-                row = cur.execute(
-                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
-                    "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
-                    params,
-                ).fetchone()
+            if id_list:
+                row = _one(
+                    cur,
+                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {ns_where} "
+                    f"AND compaction_id IS NULL AND id IN ({id_list})",
+                )
                 if row is None or int(row[0]) != len(ids):
                     raise InvalidMemoryError(
                         f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
                         f"not live log entries of {namespace}"
                     )
                 cur.execute(
-                    f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
-                    "AND id IN (SELECT id FROM _ids)",
-                    [cid, *params],
+                    f"UPDATE activity_log SET compaction_id = {cid_lit} WHERE {ns_where} "
+                    f"AND id IN ({id_list})"
                 )
-            finally:
-                cur.unregister("_ids")
+            else:
+                tbl = pa.table({"id": pa.array(ids, type=pa.string())})
+                cur.register("_ids", tbl)
+                try:
+                    row = cur.execute(
+                        f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
+                        "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
+                        params,
+                    ).fetchone()
+                    if row is None or int(row[0]) != len(ids):
+                        raise InvalidMemoryError(
+                            f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries "
+                            f"are not live log entries of {namespace}"
+                        )
+                    cur.execute(
+                        f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
+                        "AND id IN (SELECT id FROM _ids)",
+                        [cid, *params],
+                    )
+                finally:
+                    cur.unregister("_ids")
             rec = LogCompaction(
                 id=cid,
                 namespace=namespace,
@@ -391,22 +452,25 @@ class DuckDBQueries:
                 bytes_after=int(bytes_after),
             )
             cur.execute(
-                "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, ts, "
-                "entries, first_seq, last_seq, summary_id, summary, summarizer, bytes_before, "
-                "bytes_after) VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    cid,
-                    *params,
-                    us(now),
-                    rec.entries,
-                    rec.first_seq,
-                    rec.last_seq,
-                    summary_id,
-                    summary,
-                    summarizer,
-                    rec.bytes_before,
-                    rec.bytes_after,
-                ],
+                *inline(
+                    "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, "
+                    "ts, entries, first_seq, last_seq, summary_id, summary, summarizer, "
+                    "bytes_before, bytes_after) "
+                    "VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        cid,
+                        *params,
+                        us(now),
+                        rec.entries,
+                        rec.first_seq,
+                        rec.last_seq,
+                        summary_id,
+                        summary,
+                        summarizer,
+                        rec.bytes_before,
+                        rec.bytes_after,
+                    ],
+                )
             )
             return rec
 
@@ -426,6 +490,131 @@ class DuckDBQueries:
             .fetchall()
         )
         return [row_to_compaction(r) for r in rows]
+
+    def journal_write(
+        self,
+        namespace: Namespace,
+        entries: Sequence[tuple[str, str, dict[str, Any], float]],
+        state: dict[str, str] | None = None,
+    ) -> builtins.list[LogRecord]:
+        """Append log entries and upsert journal state in one transaction.
+
+        The journal's writes of one call (a NOW update with its log entries, the
+        messages of a turn) commit together: one WAL sync instead of one per
+        entry.  Committed when it returns.
+
+        Args:
+            namespace: The agent's namespace (exact, not a scope).
+            entries: ``(entry_type, content, metadata, ts)`` in order (see
+                :meth:`log_append` for what is accepted).
+            state: Journal state to upsert (see :meth:`set_journal_state`).
+
+        Returns:
+            The stored entries, with consecutive ``seq`` numbers.
+
+        Raises:
+            InvalidMemoryError: A bad entry or state; nothing is written.
+        """
+        where, params = _exact_sql(namespace)
+        rows: builtins.list[tuple[str, str, str, dict[str, Any], str, int]] = []
+        for entry_type, content, metadata, ts in entries:
+            if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
+                raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
+            NewMemory(content=content).validate()
+            meta = dict(metadata or {})
+            rows.append((os.urandom(16).hex(), entry_type, content, meta, json_text(meta), us(ts)))
+        values = dict(state or {})
+        for key, value in values.items():
+            if not isinstance(key, str) or not key or not isinstance(value, str):
+                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        now = us(self._clock())
+        insert = (
+            "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+            "entry_type, content, metadata) VALUES "
+        )
+        upsert = (
+            "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+            "value, updated_at) VALUES {} "
+            "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
+        )
+
+        def statements(first: int) -> builtins.list[str]:
+            ns = [lit(p) for p in params]
+            out = []
+            if rows:
+                out.append(
+                    insert
+                    + ", ".join(
+                        row_sql(
+                            [
+                                lit(rid),
+                                *ns,
+                                str(first + 1 + i),
+                                f"make_timestamp({ts})",
+                                lit(kind),
+                                lit(text),
+                                lit(meta_json),
+                            ]
+                        )
+                        for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows)
+                    )
+                )
+            if values:
+                out.append(
+                    upsert.format(
+                        ", ".join(
+                            f"({', '.join([*ns, lit(k), lit(v), f'make_timestamp({now})'])})"
+                            for k, v in values.items()
+                        )
+                    )
+                )
+            return out
+
+        def bound(first: int) -> Callable[[Any], None]:
+            def write(cur: Any) -> None:
+                for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows):
+                    cur.execute(
+                        insert + "(?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)",
+                        [rid, *params, first + 1 + i, ts, kind, text, meta_json],
+                    )
+                for key, value in values.items():
+                    cur.execute(
+                        upsert.format("(?, ?, ?, ?, ?, ?, make_timestamp(?))"),
+                        [*params, key, value, now],
+                    )
+
+            return write
+
+        ns_key = namespace.key()
+        with self._write_lock:
+            self._check_open()
+            # The last seq of each namespace is kept after the first read: every
+            # write of activity_log goes through this store under the writer lock.
+            first = self._log_seqs.get(ns_key)
+            if first is None:
+                sql = f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}"
+                row = _one(self._wcur, sql, params)
+                first = int(row[0]) if row else 0
+            try:  # literals, not parameters (see actormem.store._duckdb_sql): one call
+                script = statements(first)
+            except UnsafeLiteral:  # e.g. a NUL character: bound parameters
+                self._run_txn("journal write", bound(first))
+            else:
+                self._run_script("journal write", script)
+            self._log_seqs[ns_key] = first + len(rows)
+        return [
+            LogRecord(
+                id=rid,
+                namespace=namespace,
+                seq=first + 1 + i,
+                ts=ts / 1_000_000,
+                entry_type=kind,
+                content=text,
+                metadata=meta,
+            )
+            for i, (rid, kind, text, meta, _, ts) in enumerate(rows)
+        ]
 
     def journal_state(self, namespace: Namespace) -> dict[str, str]:
         """The journal's key/value state of the concrete ``namespace``."""

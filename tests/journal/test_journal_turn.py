@@ -1,0 +1,104 @@
+"""What one agent turn costs the journal: transactions, pandas look-ups, unsynced views.
+
+Not timed (performance is measured in ``benchmarks/bench_reply.py``): these
+count what a regression would bring back -- a transaction per log entry,
+DuckDB's Python client looking for pandas (a bound parameter or an Arrow
+table on the turn's path) -- and check that the views written without fsync
+are repaired from the record.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from actormem.agent import ReActAgent
+from actormem.models.scripted import ScriptedModel
+from actormem.store import DuckDBStore
+
+from .conftest import NS, MakeRuntime
+
+
+class _PandasSpy:
+    """A meta-path finder that counts look-ups of ``pandas`` and finds nothing."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            self.count += 1
+
+
+def _store(rt: Any) -> DuckDBStore:
+    store = rt.store
+    assert isinstance(store, DuckDBStore)
+    return store
+
+
+def test_update_now_and_its_entries_commit_in_one_transaction(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    rt.update_now("first objective", ["a"])
+    store = _store(rt)
+    before = store.change_counter
+    rt.update_now(
+        "second objective",
+        ["b", "c"],
+        also_log=[("USER_FEEDBACK", "please do the second thing", {"msg_id": "m1"})],
+    )
+    assert store.change_counter == before + 1  # status, 3 entries, state: one commit
+    assert rt.journal is not None
+    entries = rt.journal.entries()
+    tail = [(e.entry_type, e.content) for e in entries[-3:]]
+    assert tail[0] == ("SYSTEM", "objective changed from: first objective")
+    assert tail[1][1].startswith("NOW in_flight: second objective")
+    assert tail[2] == ("USER_FEEDBACK", "please do the second thing")
+    seqs = [e.seq for e in entries]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert store.journal_state(NS)["now"].count("second objective") == 1
+    before = store.change_counter
+    recs = rt.log_many([("THOUGHT", "one", {}), ("TOOL_USE", "two", {"tool": "t"})])
+    assert store.change_counter == before + 1
+    assert [r.seq for r in recs] == [seqs[-1] + 1, seqs[-1] + 2]
+    # a NUL character has no literal: the same transaction with bound parameters
+    nul = rt.log_many([("THOUGHT", "nul \x00 inside", {})])
+    assert store.log_entries(NS)[-1].content == "nul \x00 inside" == nul[0].content
+    assert nul[0].seq == recs[-1].seq + 1
+
+
+def test_seq_numbers_continue_after_reopen_and_single_appends(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    rt.log_many([("THOUGHT", f"entry {i}", {}) for i in range(3)])
+    rt.log("THOUGHT", "a single append")  # log_append's own transaction path
+    rt = make_runtime()  # reopens the store: the seq cache starts empty
+    rt.log_many([("THOUGHT", "after reopen", {})])
+    seqs = [e.seq for e in _store(rt).log_entries(NS)]
+    assert seqs == sorted(set(seqs)) and len(seqs) == len(set(seqs))
+
+
+def test_a_journaled_reply_never_looks_for_pandas(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(log_max_entries=12, log_keep_entries=4)  # compactions happen too
+    agent = ReActAgent("helper", ScriptedModel(lambda *_: "Noted.", cycle=True), rt)
+    agent.reply("warm-up: I like green tea")
+    rt.flush()
+    spy = _PandasSpy()
+    sys.meta_path.insert(0, spy)  # type: ignore[arg-type]
+    try:
+        for i in range(12):
+            agent.reply(f"turn {i}: I like green tea and trains to Lisbon number {i}")
+        rt.flush()  # the recorder's commits and the daily journal, too
+    finally:
+        sys.meta_path.remove(spy)  # type: ignore[arg-type]
+    assert rt.journal is not None and rt.journal.last_compaction is not None
+    assert spy.count == 0
+
+
+def test_an_empty_now_file_is_rewritten_from_the_record(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    rt.update_now("keep this objective", ["step one"])
+    assert rt.journal is not None
+    path = rt.journal.folder / "NOW.md"
+    path.write_text("")  # what a power cut can leave of an unsynced replace
+    rt = make_runtime()
+    assert rt.now().objective == "keep this objective"
+    assert "keep this objective" in path.read_text()
