@@ -116,9 +116,12 @@ def _target(tokens: int, ratio: float, config: AutoContextConfig, *, kept: int =
     it is already a selection, so shrinking it by ``ratio`` again at every
     pass would make the oldest facts decay geometrically (a 1,000-message
     conversation compressed as it grew ended at 3% of its tokens with 4 of 45
-    planted facts).  The summary may grow up to ``summary_max_tokens``.
+    planted facts).  The summary may grow up to ``config.summary_cap``
+    (``summary_max_tokens``, and never more than a quarter of the pass's
+    token budget, so a small window still compresses within it).
     """
-    return max(_MIN_SUMMARY_TOKENS, min(config.summary_max_tokens, kept + int(tokens * ratio)))
+    cap = config.summary_cap
+    return max(min(_MIN_SUMMARY_TOKENS, cap), min(cap, kept + int(tokens * ratio)))
 
 
 @dataclasses.dataclass

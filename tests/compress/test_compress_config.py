@@ -97,3 +97,51 @@ def test_a_small_threshold_alone_derives_last_keep() -> None:
     assert AutoContextConfig(last_keep=3).replace(msg_threshold=10).last_keep == 3
     with pytest.raises(ValueError, match=r"last_keep \(8\) must be smaller than msg_threshold"):
         AutoContextConfig(msg_threshold=8, last_keep=8)
+
+
+def test_summaries_fill_a_bigger_share_by_default_but_never_the_budget() -> None:
+    c = AutoContextConfig()
+    # 0.4 / 12,288 keeps >= 80% of the LoCoMo dev answers in every conversation (README).
+    assert (c.summary_ratio, c.summary_max_tokens) == (0.4, 12288)
+    assert c.summary_cap == 12288 <= c.token_budget // 4
+    small = AutoContextConfig(max_token=1024, msg_threshold=20)
+    assert small.summary_max_tokens == 12288 and small.summary_cap == 768 // 4
+    assert AutoContextConfig.for_window(8192).summary_cap <= 6144 // 4
+
+
+def test_a_small_window_with_the_default_summary_size_compresses_within_budget() -> None:
+    """``max_token=1024`` with ``summary_max_tokens`` 12,288: a summary stays at a quarter of 768.
+
+    Without the cap the summary of these 76 messages took 726 of the 768
+    tokens and the pass ended over budget.
+    """
+    from actormem.compress import ExtractiveSummarizer, compress
+    from actormem.messages import Msg
+
+    plants = ["tomatoes", "fennel", "leeks", "chard", "beans", "kale", "garlic", "pumpkins"]
+    plants += ["basil", "radishes", "peas", "onions"]
+    people = ["Marek", "Ines", "Tobias", "Wren", "Ottilie", "Samir", "Greta", "Kofi", "Lucia"]
+    people += ["Anselm", "Mirela", "Jonas"]
+    tools = ["spade", "hoe", "rake", "trowel", "wheelbarrow", "shears"]
+    counter = EstimateTokenCounter()
+    config = AutoContextConfig(max_token=1024, msg_threshold=60, last_keep=4)
+    msgs = [Msg.system("You help Ana plan the garden.")]
+    for i in range(40):
+        plant = plants[i % 12] + ("" if i < 12 else str(i))
+        who, tool = people[(i * 5) % 12], tools[i % 6]
+        msgs.append(
+            Msg.user(
+                f"{who} will sow {plant} in bed {i + 1} on day {i + 3} and borrows the "
+                f"{tool} from shed {40 + i}.",
+                name="Ana",
+            )
+        )
+        msgs.append(Msg.assistant(f"Bed {i + 1} then holds {plant}; {who} returns the {tool}."))
+    assert counter.count_msgs(msgs) > 2 * config.token_budget
+    out = compress(msgs, config, ExtractiveSummarizer(counter), counter)
+    assert out.triggered and out.within_budget, out.reason
+    assert out.tokens_after <= config.token_budget
+    summaries = [m for m in out.apply(msgs) if m.metadata.get("actormem") == "summary"]
+    assert summaries
+    for m in summaries:  # the lines after the header (which names the offload and how to reload)
+        assert counter.count(m.text.split("\n", 1)[1]) <= config.summary_cap
