@@ -188,6 +188,17 @@ class Planner:
         fresh: builtins.list[int] = []
         seen: dict[tuple[str, str], int] = {}
         random_ids = os.urandom(16 * len(news)).hex()  # one call, 32 hex digits per item
+        prefetch = getattr(self.view, "prefetch", None)
+        if prefetch is not None:  # a server database: one query for the batch, not one per item
+            prefetch(
+                key,
+                [
+                    h
+                    for item, h in zip(news, hashes, strict=True)
+                    if dedup and merge_kind(item.kind)
+                ],
+                [item.id for item in news if item.id is not None],
+            )
         for i, (item, chash) in enumerate(zip(news, hashes, strict=True)):
             if item.id is not None and self.view.id_taken(item.id):
                 raise InvalidMemoryError(f"a memory with id {item.id!r} already exists")

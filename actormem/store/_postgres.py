@@ -157,6 +157,33 @@ class _PgView:
         self._store = store
         self._conn = conn
         self._locked = locked
+        self._hashes: dict[tuple[Key, str], str | None] = {}  # prefetched find_hash answers
+        self._asked: set[str] = set()  # prefetched ids ...
+        self._taken: set[str] = set()  # ... and those of them that exist
+
+    def prefetch(self, key: Key, hashes: Sequence[str], ids: Sequence[str]) -> None:
+        """Answer a batch's ``find_hash`` / ``id_taken`` questions with two queries.
+
+        Valid for the rest of the transaction: the namespace's lock is held,
+        so no other writer adds or removes its rows meanwhile.
+        """
+        if hashes:
+            self.lock([key])
+            wanted = sorted(set(hashes))
+            rows = self._conn.execute(
+                "SELECT DISTINCT ON (content_hash) content_hash, id FROM memories "
+                "WHERE user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s "
+                f"AND content_hash = ANY(%s) AND {PG_LIVE} "
+                "ORDER BY content_hash, kind = 'fact' DESC, "
+                "kind IN ('preference', 'procedure') DESC, created_at, id",
+                (*key, wanted),
+            ).fetchall()
+            found = {str(h): str(i) for h, i in rows}
+            for h in wanted:
+                self._hashes[key, h] = found.get(h)
+        if ids:
+            self._taken |= self.existing_ids(ids)
+            self._asked.update(ids)
 
     def lock(self, keys: Sequence[Key]) -> None:
         new = sorted(set(keys) - self._locked)
@@ -181,6 +208,8 @@ class _PgView:
         return found[0] if found else None
 
     def find_hash(self, key: Key, content_hash: str) -> str | None:
+        if (key, content_hash) in self._hashes:
+            return self._hashes[key, content_hash]
         self.lock([key])
         row = self._conn.execute(
             "SELECT id FROM memories WHERE user_id = %s AND agent_id = %s AND run_id = %s "
@@ -194,6 +223,8 @@ class _PgView:
         return None if row is None else str(row[0])
 
     def id_taken(self, memory_id: str) -> bool:
+        if memory_id in self._asked:
+            return memory_id in self._taken
         row = self._conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone()
         return row is not None
 
