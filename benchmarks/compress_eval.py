@@ -13,7 +13,7 @@ import random
 
 from actormem.messages import Msg
 
-__all__ = ["HELDOUT_PHRASINGS", "PHRASINGS", "heldout", "varied"]
+__all__ = ["CHAT_NEWS", "HELDOUT_PHRASINGS", "PHRASINGS", "chat", "heldout", "varied"]
 
 #: Ways a user mentions a fact in passing: {name} and {n} are filled in.
 PHRASINGS = (
@@ -254,3 +254,208 @@ def heldout(n: int = 1000, seed: int = 23) -> tuple[list[Msg], list[tuple[str, .
             msgs.append(Msg.user(a))
             msgs.append(Msg.assistant(b))
     return msgs[:n], facts
+
+
+#: Short first-person news between two friends, each with the words a later
+#: question would ask for (the answer).  LoCoMo's answers die like this: a
+#: short "we adopted a puppy" outranked by long reflective sentences.
+CHAT_NEWS = (
+    ("I finally signed up for a pottery class, Tuesdays after work.", "pottery class"),
+    ("We adopted a greyhound last weekend, his name is Biscuit.", "Biscuit"),
+    ("My sister Hanne is moving to Tromsø in the spring.", "Tromsø"),
+    ("Started learning the cello, my fingers hurt already!", "cello"),
+    ("I ran my first 10k on Sunday, 58 minutes.", "58 minutes"),
+    ("Got the job at the library in Arnhem, I start in May.", "Arnhem"),
+    ("We painted the kitchen sage green, finally.", "sage green"),
+    ("My grandmother turned 91 yesterday.", "91"),
+    ("I've gone vegetarian since February.", "vegetarian"),
+    ("Booked a week in Porto for our anniversary.", "Porto"),
+    ("The kids built a treehouse with their uncle Mats.", "treehouse"),
+    ("I broke my wrist skating, it's in a cast for six weeks.", "wrist"),
+    ("Joined a choir at the community hall, we sing Fauré.", "choir"),
+    ("My son Elio said his first word: 'lamp'.", "lamp"),
+    ("We sold the old Volvo and bought a cargo bike.", "cargo bike"),
+    ("I'm volunteering at the food bank on Saturdays now.", "food bank"),
+    ("Our band played at the Blue Heron pub, forty people came!", "Blue Heron"),
+    ("I passed my driving test on the third try.", "driving test"),
+    ("Planted twelve apple trees behind the barn.", "apple trees"),
+    ("My dad had knee surgery on Monday, he's fine.", "knee surgery"),
+    ("We're expecting twins in October!", "twins"),
+    ("Finished knitting a scarf for Oona, bright orange.", "scarf"),
+    ("I got a tattoo of a fox on my ankle.", "fox"),
+    ("Took the night train to Vienna, slept the whole way.", "Vienna"),
+    ("Made sourdough for the first time, it was a brick.", "sourdough"),
+    ("My article on bees got published in the local paper.", "bees"),
+    ("Our cat Pickle had three kittens.", "Pickle"),
+    ("I quit coffee, day nine, send help.", "coffee"),
+    ("Bought a secondhand piano for 300 euros.", "piano"),
+    ("We hiked the Kungsleden trail in Lapland.", "Kungsleden"),
+    ("I'm taking evening classes in Portuguese.", "Portuguese"),
+    ("My brother Teodor opened a bakery on Mill Lane.", "Mill Lane"),
+    ("Won second prize at the chess club tournament.", "chess"),
+    ("I adopted two hens, Dot and Dash.", "Dot and Dash"),
+    ("Our roof leaked in the storm, the attic is soaked.", "attic"),
+    ("Started a podcast about old maps.", "old maps"),
+    ("We went camping at Loch Etive, midges everywhere.", "Loch Etive"),
+    ("I got promoted to head nurse on the ward.", "head nurse"),
+    ("My daughter Sunniva lost her first tooth.", "first tooth"),
+    ("I've been sleeping badly since the move, maybe four hours.", "four hours"),
+)
+#: Parts of everyday news: what was done, where, when.  A conversation of
+#: friends is dense with such lines and a question may ask about any of them,
+#: so a summary keeps a share of them that grows with its size.
+_DID = (
+    "went to a salsa workshop",
+    "had dinner with my old flatmates",
+    "saw a jazz trio",
+    "tried rock climbing",
+    "helped my cousin move flats",
+    "picked strawberries",
+    "visited the glass museum",
+    "fixed the bike chain",
+    "watched the eclipse",
+    "ran a charity quiz",
+    "bought a vintage lamp",
+    "went paddleboarding",
+    "took a photography walk",
+    "judged a baking contest",
+    "met my new manager",
+    "sketched the harbour boats",
+    "repaired the garden fence",
+    "found a stray kitten",
+    "sang karaoke",
+    "learned to make dumplings",
+)
+_WHERE = (
+    "in Ghent",
+    "at the riverside market",
+    "near Lake Bled",
+    "at Aunt Rosalind's farm",
+    "in the old tram depot",
+    "on Skye",
+    "at the Copper Kettle café",
+    "in Marseille",
+    "at the Oakfield community centre",
+    "by the canal in Utrecht",
+    "in Bergen",
+    "at the Linden Street gym",
+    "in the Cotswolds",
+    "at the botanical garden",
+    "in Kraków",
+)
+_WHEN = (
+    "last Friday",
+    "yesterday",
+    "over the bank holiday",
+    "on Sunday morning",
+    "two weeks ago",
+    "this afternoon",
+    "on my birthday",
+)
+_TAIL = (
+    "",
+    ", it was such a good time",
+    ", honestly I needed that",
+    " and I'm still smiling about it",
+    ", I'll show you the pictures",
+)
+#: Parts of long reflective remarks: many rare words, little a question asks for.
+_MUSE_OPEN = (
+    "You know, I keep thinking about how",
+    "Honestly, lately it feels like",
+    "It's funny, whenever I look back I realise",
+    "Sometimes I wonder whether",
+    "I was reflecting on the walk home that",
+    "The older I get the more I notice that",
+    "What strikes me, every single time, is that",
+    "I suppose what I'm really trying to say is that",
+)
+_MUSE_MIDDLE = (
+    "the little rituals of an ordinary week carry more meaning than the grand gestures",
+    "patience with ourselves is the hardest discipline and the most rewarding one",
+    "every friendship needs some tending, like a garden through a dry summer",
+    "the quiet evenings are when the important conversations sneak up on us",
+    "being surrounded by people who believe in you changes what feels possible",
+    "taking risks is frightening until you see how much you grow afterwards",
+    "memories become softer and kinder the longer we carry them around",
+    "the seasons turning remind me that nothing stays difficult for ever",
+    "curiosity is a kind of courage that nobody ever talks about",
+    "gratitude sneaks in through the smallest cracks of a busy life",
+)
+_MUSE_END = (
+    "and I'm trying to hold on to that feeling",
+    "which is something I want to teach my family too",
+    "even if it takes years to really understand it",
+    "and that thought keeps me going on the grey days",
+    "though of course it's easier said than done",
+    "and I think you understand that better than most people",
+)
+_CHAT_REACT = (
+    "Wow, that's amazing!",
+    "Oh no, I'm so sorry to hear that.",
+    "Ha, that's brilliant.",
+    "That sounds lovely, honestly.",
+    "Good for you, really.",
+    "I'm so happy for you!",
+    "That must have been quite something.",
+)
+_CHAT_ASK = (
+    "So what's new with you?",
+    "Anything exciting happen since we last talked?",
+    "How have things been?",
+    "Tell me, what have you been up to?",
+)
+
+
+#: The share of other turns that are everyday news (the rest: remarks and reactions).
+NEWS_SHARE = 0.3
+
+
+def chat(seed: int = 31) -> tuple[list[Msg], list[tuple[str, ...]]]:
+    """A LoCoMo-like conversation of two friends over 20 dated sessions.
+
+    Each session holds two short pieces of news from :data:`CHAT_NEWS` (some
+    after a question), everyday events ("I went paddleboarding in Bergen
+    yesterday"), long reflective remarks and reactions.  The facts are the
+    news answers and half of the events (what, where and when, as said).
+    Written for a regression test of the default summary size, since LoCoMo
+    itself is not committed: like LoCoMo, the answers are a large share of
+    the text, so how many survive depends on the summary's size (seed 31,
+    one pass / grown: 0.2 and 4,096 tokens kept 75% / 77%, 0.4 and 12,288
+    kept 92% / 89%).
+    """
+    rng = random.Random(seed)
+    speakers = ("Ingrid", "Kwame")
+    news = list(CHAT_NEWS)
+    rng.shuffle(news)
+    msgs: list[Msg] = []
+    facts: list[tuple[str, ...]] = []
+    turn = 0
+
+    def say(text: str) -> None:
+        nonlocal turn
+        msgs.append(Msg.user(text, name=speakers[turn % 2]))
+        turn += 1
+
+    for session in range(20):
+        say(f"(1:{10 + session} pm on {3 + session} May, 2023) Hey, good to see you again!")
+        for k in range(28):
+            if k in (7, 19) and news:
+                line, answer = news.pop()
+                if rng.random() < 0.5:
+                    say(rng.choice(_CHAT_ASK))
+                say(line)
+                facts.append((answer,))
+                say(rng.choice(_CHAT_REACT))
+            elif rng.random() < NEWS_SHARE:
+                event = f"{rng.choice(_DID)} {rng.choice(_WHERE)} {rng.choice(_WHEN)}"
+                say(f"I {event}{rng.choice(_TAIL)}.")
+                if rng.random() < 0.5:
+                    facts.append((event,))
+            elif rng.random() < 0.6:
+                say(
+                    f"{rng.choice(_MUSE_OPEN)} {rng.choice(_MUSE_MIDDLE)}, {rng.choice(_MUSE_END)}."
+                )
+            else:
+                say(rng.choice(_CHAT_REACT))
+    return msgs, facts
