@@ -12,6 +12,7 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_sessions",
     "bench_store",
     ("bench_store", ["--busy", "--sizes", "5000,100000"]),  # idle beside busy
+    ("bench_blas", ["--sizes", "5000,100000"]),  # BLAS threads: library vs one
     ("bench_store", ["--backend", "postgres"]),  # DuckDB beside PostgreSQL
     "bench_locomo",
     ("bench_locomo", ["--backend", "postgres"]),

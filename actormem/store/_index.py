@@ -28,11 +28,13 @@ import itertools
 import math
 from array import array
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from actormem.store._blas import blas_threads_for
 from actormem.store._index_rows import APPROX_MIN_ROWS, F32, F64, I64
 from actormem.store._index_scope import ScopeSearch, with_context
 from actormem.store._index_vectors import VectorSearch, top_k
@@ -361,10 +363,11 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         See :class:`SearchConfig` for the fusion formulas; ``rerank`` is the
         optional second stage (hybrid mode).
         """
-        with self._lock:
+        with self._lock, ExitStack() as blas:
             rows = self._scope_rows(namespace, filters)
             if rows.size == 0:
                 return []
+            blas.enter_context(blas_threads_for(self._product_rows(rows.size)))
             pool = max(config.candidates, limit)
             use_vec = mode in ("hybrid", "vector") and query is not None
             use_kw = mode in ("hybrid", "keyword")
@@ -398,7 +401,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                     vec_rank[int(i)] = rank
                 cand.update(vec_rank)
             elif approx and query is not None:
-                top, _ = self._approxtop_k(rows, query, pool)
+                top, _ = self._approx_top(rows, query, pool)
                 for rank, i in enumerate(top, 1):
                     vec_rank[int(i)] = rank
                 cand.update(vec_rank)
@@ -454,21 +457,26 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         Uses the approximate first pass like :meth:`search` unless ``exact``
         (the benchmark compares the two).
         """
-        with self._lock:
+        with self._lock, ExitStack() as blas:
             rows = self._scope_rows(namespace, None)
             if rows.size == 0:
                 return rows
+            blas.enter_context(blas_threads_for(self._product_rows(rows.size)))
             if (
                 not exact
                 and self._pvecs is not None
                 and self._approx_min is not None
                 and rows.size >= self._approx_min
             ):
-                top, _ = self._approxtop_k(rows, query, k)
+                top, _ = self._approx_top(rows, query, k)
             else:
                 top = top_k(self.cosine(rows, query), k)
             out: I64 = rows[top]
             return out
+
+    def _product_rows(self, scope: int) -> int:
+        """Rows of the vector product over a scope (see :meth:`cosine`: a large one takes all)."""
+        return self._n if scope * 3 > self._n else scope
 
     def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
         """Relevance of ``rows`` at ``now``."""

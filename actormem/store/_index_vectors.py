@@ -89,7 +89,7 @@ class VectorSearch(IndexRows):
             out: F32 = self._vecs[rows] @ queries.T
             return out
 
-    def _approxtop_k(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
+    def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
         """Positions in ``rows`` of the (approximately) ``k`` nearest, best first.
 
         Ranks by the projected cosine, re-scores the best ``approx_rerank``
