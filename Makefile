@@ -46,10 +46,15 @@ test: lint typecheck unit
 # Peers measured beside actormem in the same run live in their own virtualenv,
 # so their dependencies never mix with ours.
 PEERS := .venv-peers
-$(PEERS)/.stamp:
+$(PEERS)/.stamp: Makefile
 	@test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install -q "agentscope==1.0.21" "mcp<2" greenlet tqdm \
 		|| echo "peer install failed: peer columns will say n/a"
+	# LangGraph's SqliteStore with sqlite-vec (pysqlite3 can load extensions; pyenv's
+	# sqlite3 cannot) and the same WordLlama model: benchmarks/peers/langgraph_peer.py
+	$(PEERS)/bin/python -m pip install -q "langgraph==1.2.22" "langgraph-checkpoint-sqlite==3.1.2" \
+		"sqlite-vec==0.1.9" "pysqlite3-binary==0.5.4.post2" "wordllama==0.4.0.post1" \
+		|| echo "LangGraph peer install failed: its column will say n/a"
 	@touch $(PEERS)/.stamp
 
 # actormem against a real llama.cpp server (not part of `make test`): llama-cpp-python

@@ -21,6 +21,7 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_recorder",
     "bench_ui",
     "bench_writes",
+    "bench_peers",
     "bench_reply",
     "bench_coldstart",
     "bench_turns",
