@@ -351,9 +351,9 @@ class ReActAgent(StateModule):
                 self._refuse(out, exc, turn)
                 continue
             turn.append(out)
+            if not out.tool_uses:  # logged with the closing NOW update (one transaction)
+                return self._finish(turn, out, log_final=True)
             self._log_msgs([out])
-            if not out.tool_uses:
-                return self._finish(turn, out)
             results = self._run_tools(out.tool_uses)
             for result in results:
                 self.memory.add(result)
@@ -463,13 +463,14 @@ class ReActAgent(StateModule):
                 results.append(self.registry.execute(call))
         return results
 
-    def _finish(self, turn: list[Msg], final: Msg) -> Msg:
+    def _finish(self, turn: list[Msg], final: Msg, *, log_final: bool = False) -> Msg:
         self.hooks.after_reply(turn)
         self._update_now(
             self.status.task,
             ["wait for the next request"],
             state="done",
             note=f"answered: {' '.join(final.text.split())[:200]}",
+            also_log=message_entries([final]) if log_final else (),
         )
         self._set_status(state="idle", task="", task_msg_id="", next_step="")
         self._autosave(final)

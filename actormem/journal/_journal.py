@@ -308,7 +308,8 @@ class Journal(StateModule):
             state: ``in_flight``, ``done``, ``error``, ``idle`` or another word.
             note: a free note (an error, a hint for whoever resumes).
             also_log: more ``(entry_type, content, metadata)`` log entries
-                to append after the status's own (see :meth:`log`).
+                (see :meth:`log`), appended before the status's own: what
+                led to the new status (the user's request, the final reply).
 
         Returns:
             The new status.
@@ -368,7 +369,7 @@ class Journal(StateModule):
                 )
             )
         self._append_many(
-            [*entries, *extra],
+            [*extra, *entries],
             {"now": msgspec.json.encode(new).decode(), f"hash:{NOW_FILE}": digest},
         )
         self._publish(

@@ -50,9 +50,9 @@ def test_update_now_and_its_entries_commit_in_one_transaction(make_runtime: Make
     assert rt.journal is not None
     entries = rt.journal.entries()
     tail = [(e.entry_type, e.content) for e in entries[-3:]]
-    assert tail[0] == ("SYSTEM", "objective changed from: first objective")
-    assert tail[1][1].startswith("NOW in_flight: second objective")
-    assert tail[2] == ("USER_FEEDBACK", "please do the second thing")
+    assert tail[0] == ("USER_FEEDBACK", "please do the second thing")  # what led to it first
+    assert tail[1] == ("SYSTEM", "objective changed from: first objective")
+    assert tail[2][1].startswith("NOW in_flight: second objective")
     seqs = [e.seq for e in entries]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert store.journal_state(NS)["now"].count("second objective") == 1
@@ -74,6 +74,35 @@ def test_seq_numbers_continue_after_reopen_and_single_appends(make_runtime: Make
     rt.log_many([("THOUGHT", "after reopen", {})])
     seqs = [e.seq for e in _store(rt).log_entries(NS)]
     assert seqs == sorted(set(seqs)) and len(seqs) == len(set(seqs))
+
+
+def test_a_reply_without_tools_commits_two_journal_transactions(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime()
+    agent = ReActAgent("helper", ScriptedModel(lambda *_: "Noted.", cycle=True), rt)
+    agent.reply("warm-up")
+    rt.flush()
+    store = _store(rt)
+    writes: list[str] = []
+    real = store._run_script
+
+    def counting(what: str, statements: list[str]) -> None:
+        writes.append(what)
+        real(what, statements)
+
+    store._run_script = counting  # type: ignore[method-assign]
+    agent.reply("what is the capital of Portugal?")
+    assert writes.count("journal write") == 2  # the task's start, its end
+    assert rt.journal is not None
+    kinds = [(e.entry_type, e.content[:14]) for e in rt.journal.entries()[-5:]]
+    assert kinds == [
+        ("USER_FEEDBACK", "what is the ca"),
+        ("SYSTEM", "objective chan"),
+        ("SYSTEM", "NOW in_flight:"),
+        ("THOUGHT", "Noted."),
+        ("SYSTEM", "NOW done: what"),
+    ]
 
 
 def test_a_journaled_reply_never_looks_for_pandas(make_runtime: MakeRuntime) -> None:
