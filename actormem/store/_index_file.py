@@ -45,6 +45,7 @@ import struct
 import time
 import zlib
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -54,7 +55,7 @@ import numpy.typing as npt
 import structlog
 
 from actormem.store._index import MemoryIndex
-from actormem.store._index_rows import I64, RecordRows, _Interner
+from actormem.store._index_rows import I64, HashRows, RecordRows, _Interner
 
 __all__ = [
     "INDEX_SNAPSHOT_MIN_ROWS",
@@ -330,10 +331,13 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
         lo = start + s.offset
         if lo + s.nbytes > size:
             raise SnapshotError(f"truncated: section {s.name} ends past the file's {size} bytes")
-        part = view[lo : lo + s.nbytes]
-        if zlib.crc32(part) != s.crc:
+        parts[s.name] = view[lo : lo + s.nbytes]
+    # zlib releases the GIL: the large sections are checked on two threads.
+    with ThreadPoolExecutor(2, thread_name_prefix="actormem-index-crc") as pool:
+        sums = dict(zip(parts, pool.map(zlib.crc32, parts.values()), strict=True))
+    for s in header.sections:
+        if sums[s.name] != s.crc:
             raise SnapshotError(f"checksum mismatch in section {s.name}")
-        parts[s.name] = part
     shapes = {s.name: (s.dtype, s.shape) for s in header.sections}
 
     def arr(name: str) -> npt.NDArray[Any]:
@@ -372,13 +376,9 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
     offsets = arr("record_offsets")
     if offsets.shape != (n + 1,) or (n and int(offsets[-1]) != parts["records"].nbytes):
         raise SnapshotError("record offsets do not match the records")
-    ids = msgspec.msgpack.decode(parts["ids"], type=list[str])
-    hashes = msgspec.msgpack.decode(parts["hashes"], type=list[str])
     id_rows, hash_rows, hash_combo = arr("id_rows"), arr("hash_rows"), arr("hash_combo")
-    if len(ids) != n or id_rows.shape != (n,):
-        raise SnapshotError("ids do not match the rows")
-    if not (len(hashes) == hash_rows.size == hash_combo.size):
-        raise SnapshotError("content hashes do not match their rows")
+    if id_rows.shape != (n,) or not (hash_rows.shape == hash_combo.shape == (hash_rows.size,)):
+        raise SnapshotError("id or hash rows do not match the rows")
     with index.lock:
         if n == 0:
             return
@@ -397,7 +397,6 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
         index._live = n
         index._total_len = header.total_len
         index._records = RecordRows(parts["records"], offsets)
-        index._row_of = dict(zip(ids, id_rows.tolist(), strict=True))
         interners = []
         for values in header.ns_values:
             interner = _Interner()
@@ -407,11 +406,19 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
         index._interners = interners
         index._kinds.values = list(header.kind_values)
         index._kinds.codes = {v: i for i, v in enumerate(header.kind_values)}
-        keys = [tuple(k) for k in header.combos]
-        hash_ns = [keys[c] for c in hash_combo.tolist()]
-        index._hash_row = dict(
-            zip(zip(hash_ns, hashes, strict=True), hash_rows.tolist(), strict=True)
-        )
+        combos = [tuple(k) for k in header.combos]
+
+        def build_maps() -> tuple[dict[str, int], HashRows]:
+            """The id and hash maps: a second or more at 1M, so off the opening thread."""
+            ids = msgspec.msgpack.decode(parts["ids"], type=list[str])
+            hashes = msgspec.msgpack.decode(parts["hashes"], type=list[str])
+            if len(ids) != n or len(hashes) != hash_rows.size:
+                raise ValueError("ids or hashes do not match their rows")
+            row_of = dict(zip(ids, id_rows.tolist(), strict=True))
+            hash_ns = [combos[c] for c in hash_combo.tolist()]
+            hash_row = dict(zip(zip(hash_ns, hashes, strict=True), hash_rows.tolist(), strict=True))
+            return row_of, hash_row
+
         index._ns_rows = [
             _split_rows(arr(f"ns{f}_starts"), arr(f"ns{f}_rows"), range(len(header.ns_values[f])))
             for f in range(4)
@@ -428,6 +435,7 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
             postings[term] = (rows, tfs)
         index._postings = postings
         index._tag_rows = _split_rows(arr("tag_starts"), arr("tag_rows"), header.tags)
+        index._build_maps_later(build_maps)
 
 
 def _split_rows(starts: I64, rows: I64, keys: Any) -> dict[Any, array[int]]:

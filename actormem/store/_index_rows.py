@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
+import structlog
 
 from actormem.store._types import MemoryRecord
 
@@ -38,9 +39,12 @@ __all__ = [
     "RecordRows",
 ]
 
+log = structlog.get_logger("actormem.store._index")
+
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+HashRows = dict[tuple[tuple[str, str, str, str], str], int]
 #: ``(before, after, before2, after2)`` positions, see :meth:`ScopeSearch._episode_links`.
 Links = tuple[I64, I64, I64, I64]
 
@@ -162,6 +166,8 @@ class IndexRows:
         self._reset(max(capacity, 16))
 
     def _reset(self, capacity: int) -> None:
+        if getattr(self, "_maps_pending", None) is not None:
+            self._await_maps()  # a background build must not land on the new rows
         self._cap = capacity
         self._n = 0
         self._vecs: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
@@ -179,8 +185,9 @@ class IndexRows:
         self._created = np.zeros(capacity, dtype=np.float64)
         self._doclen = np.zeros(capacity, dtype=np.float32)
         self._records = RecordRows()
-        self._row_of: dict[str, int] = {}
-        self._hash_row: dict[tuple[tuple[str, str, str, str], str], int] = {}
+        self._maps_pending: threading.Event | None = None
+        self._row_of_map: dict[str, int] = {}
+        self._hash_row_map: dict[tuple[tuple[str, str, str, str], str], int] = {}
         self._interners = [_Interner() for _ in range(4)]
         self._kinds = _Interner()
         self._ns_rows: list[dict[int, array[int]]] = [{} for _ in range(4)]
@@ -193,6 +200,62 @@ class IndexRows:
         self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
         #: namespace key -> (version, before, after): see :meth:`_episode_links`.
         self._links_cache: dict[tuple[str, str, str, str], tuple[int, Links]] = {}
+
+    # -- key maps ---------------------------------------------------------------
+
+    @property
+    def _row_of(self) -> dict[str, int]:
+        """Memory id -> row of the live memories."""
+        if self._maps_pending is not None:
+            self._await_maps()
+        return self._row_of_map
+
+    @_row_of.setter
+    def _row_of(self, value: dict[str, int]) -> None:
+        self._row_of_map = value
+
+    @property
+    def _hash_row(self) -> dict[tuple[tuple[str, str, str, str], str], int]:
+        """(namespace key, content hash) -> the live row an exact-duplicate check finds."""
+        if self._maps_pending is not None:
+            self._await_maps()
+        return self._hash_row_map
+
+    @_hash_row.setter
+    def _hash_row(self, value: dict[tuple[tuple[str, str, str, str], str], int]) -> None:
+        self._hash_row_map = value
+
+    def _build_maps_later(self, build: Callable[[], tuple[dict[str, int], HashRows]]) -> None:
+        """Build the id and hash maps on a background thread (after a snapshot load).
+
+        Searches do not need them; writes, ``record`` and ``find_hash`` wait
+        for them.  When ``build`` fails, the maps are built from the records.
+        """
+        done = threading.Event()
+        self._maps_pending = done
+
+        def run() -> None:
+            try:
+                row_of, hash_row = build()
+            except Exception as exc:
+                log.error("index.key_maps_failed", error=str(exc))
+                row_of, hash_row = {}, {}
+                for row in np.flatnonzero(self._alive[: self._n]).tolist():
+                    rec = self._records[row]
+                    if rec is not None:
+                        row_of[rec.id] = row
+                        hash_row[(rec.namespace.key(), rec.content_hash)] = row
+            self._row_of_map, self._hash_row_map = row_of, hash_row
+            done.set()
+
+        threading.Thread(target=run, name="actormem-index-maps", daemon=True).start()
+
+    def _await_maps(self) -> None:
+        pending = self._maps_pending
+        if pending is not None:
+            pending.wait()
+            if self._maps_pending is pending:
+                self._maps_pending = None
 
     # -- size -------------------------------------------------------------------
 

@@ -279,3 +279,22 @@ def test_a_store_closed_unchanged_keeps_its_snapshot(tmp_path: Path) -> None:
     with _open(path) as store:
         store.search("apple", ALICE, 3, touch=False)
     assert os.stat(snapshot).st_mtime_ns == stamp
+
+
+def test_key_maps_built_from_the_records_when_the_background_build_fails(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    with _open(path) as store:
+        _fill(store, 10)
+    with _open(path) as store:
+        assert _loaded(store)
+        some = store.search("apple", ALICE, 1, touch=False)[0].memory
+
+        def failing() -> Any:
+            raise ValueError("garbled ids")
+
+        with structlog.testing.capture_logs() as logs:
+            store._index._build_maps_later(failing)
+            assert store._index.record(some.id) is not None
+        assert _events(logs, "index.key_maps_failed")
+        assert store._index.find_hash(some.namespace.key(), some.content_hash) == some.id
+        assert store.add(some.namespace, some.content).op in ("MERGE", "NOOP")
