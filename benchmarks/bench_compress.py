@@ -15,8 +15,8 @@ Two workloads, both with the offline extractive summarizer and the default
 * ``compress_eval.chat``: a LoCoMo-like chat of two friends (640 turns in 20
   dated sessions) dense with everyday news; facts are the news said;
 * when ``../shared/data/locomo_dev.json`` exists, each LoCoMo conversation
-  as user/assistant turns; "facts" are the QA answers (categories 1-4) that
-  appear verbatim in the conversation.
+  as user/assistant turns created at their session's time; "facts" are the
+  QA answers (categories 1-4) that appear verbatim in the conversation.
 
 A fact is retained when all of its parts appear in the text of the working
 context after compression.  Each workload is compressed two ways: in one
@@ -38,11 +38,14 @@ same run, for the before/after (``--no-before`` skips it).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import random
 import time
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from actormem.compress import (
     AutoContextConfig,
@@ -115,6 +118,15 @@ def synthetic(
     return msgs[:n], planted
 
 
+def _session_time(date: str) -> float:
+    """``"1:56 pm on 8 May, 2023"`` as a Unix time (UTC); 0.0 when it does not parse."""
+    try:
+        when = datetime.datetime.strptime(date, "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return 0.0
+    return when.replace(tzinfo=datetime.UTC).timestamp()
+
+
 def locomo() -> list[tuple[str, list[Msg], list[tuple[str, ...]]]]:
     """LoCoMo conversations as messages, with the QA answers found verbatim in them."""
     if not LOCOMO.exists():
@@ -127,12 +139,15 @@ def locomo() -> list[tuple[str, list[Msg], list[tuple[str, ...]]]]:
         k = 1
         while f"session_{k}" in c:
             date = c.get(f"session_{k}_date_time", "")
+            start = _session_time(date)
             for i, turn in enumerate(c[f"session_{k}"]):
                 text = (f"({date}) " if i == 0 and date else "") + turn["text"]
                 if turn["speaker"] == a:
-                    msgs.append(Msg.user(text, name=a.replace(" ", "_")))
+                    msg = Msg.user(text, name=a.replace(" ", "_"))
                 else:
-                    msgs.append(Msg.assistant(text, name=b.replace(" ", "_")))
+                    msg = Msg.assistant(text, name=b.replace(" ", "_"))
+                # Each turn is created when its session took place (a minute apart).
+                msgs.append(msgspec.structs.replace(msg, created_at=start + 60 * i))
             k += 1
         full = "\n".join(m.text for m in msgs).lower()
         answers = {

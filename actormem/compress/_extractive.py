@@ -8,6 +8,7 @@ deduplication and the budget filling are one responsibility of their own.
 from __future__ import annotations
 
 import bisect
+import datetime
 import heapq
 import math
 import re
@@ -64,17 +65,43 @@ _SUMMARY_LINE: Final = re.compile(r"^- ([^:\n]{1,80}?): (.+)$")
 _REF_LINE: Final = re.compile(
     r"^- offloaded tool output \(reload by id\): (.+?)(?: and \d+ more)?$"
 )
+#: A summary's date header: the day (UTC) its following lines were said.
+_DAY_LINE: Final = re.compile(r"^\[(\d{1,2} [A-Z][a-z]+ \d{4})\]$")
+_MONTHS: Final = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 class _Sentence:
-    __slots__ = ("idx", "kind", "text", "who", "words")
+    __slots__ = ("day", "idx", "kind", "text", "who", "words")
 
-    def __init__(self, idx: int, who: str, text: str, kind: str) -> None:
+    def __init__(self, idx: int, who: str, text: str, kind: str, day: str = "") -> None:
         self.idx = idx
         self.who = who
         self.text = text
         self.kind = kind  # "said", "tool" (a tool's output or a call) or "summary"
+        self.day = day  # "8 May 2023" (UTC) when known, else ""
         self.words = frozenset(_WORDS.findall(text.lower())) - _STOP
+
+
+def _day(msg: Msg) -> str:
+    """The UTC day a message was created, as "8 May 2023" ("" when out of range)."""
+    try:
+        d = datetime.datetime.fromtimestamp(msg.created_at, datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
 
 
 def _who(msg: Msg) -> str:
@@ -91,7 +118,7 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
     refs: list[str] = []
     seen: set[str] = set()
 
-    def add(idx: int, who: str, text: str, kind: str) -> None:
+    def add(idx: int, who: str, text: str, kind: str, day: str) -> None:
         for s in _SPLIT.split(text):
             s = s.strip()
             if len(s) < 2:
@@ -104,18 +131,19 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
             if key in seen:
                 continue
             seen.add(key)
-            out.append(_Sentence(idx, who, s, kind))
+            out.append(_Sentence(idx, who, s, kind, day))
 
     for i, m in enumerate(msgs):
         speaker = _who(m)
         if m.metadata.get("actormem") == "summary":
             _read_summary(i, speaker, _summary_body(m), add, refs)
             continue
+        day = _day(m)
         for b in m.content:
             if isinstance(b, TextBlock) and b.text.strip():
-                add(i, speaker, _clip(b.text, max_chars), "said")
+                add(i, speaker, _clip(b.text, max_chars), "said", day)
             elif isinstance(b, ToolUseBlock):
-                add(i, speaker, _call_text(b), "tool")
+                add(i, speaker, _call_text(b), "tool", day)
             elif isinstance(b, ToolResultBlock):
                 ref = _OFFLOADED_RESULT.match(b.output)
                 if ref is not None:  # already offloaded: keep the reference, not the log
@@ -123,34 +151,45 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
                     continue
                 tool = b.name or names.get(b.tool_use_id, "") or "tool"
                 verb = "failed" if b.is_error else "returned"
-                add(i, f"{tool} result", f"{tool} {verb}: " + _clip(b.output, max_chars), "tool")
+                text = f"{tool} {verb}: " + _clip(b.output, max_chars)
+                add(i, f"{tool} result", text, "tool", day)
             elif isinstance(b, OffloadRefBlock):
                 refs.append(b.offload_id)
     return out, list(dict.fromkeys(refs))
 
 
 def _read_summary(
-    idx: int, speaker: str, body: str, add: Callable[[int, str, str, str], None], refs: list[str]
+    idx: int,
+    speaker: str,
+    body: str,
+    add: Callable[[int, str, str, str, str], None],
+    refs: list[str],
 ) -> None:
     """Read an earlier summary back as the lines it was made of.
 
     An extractive summary's ``- who: sentence`` lines keep their speaker (and a
     tool's line stays tool output) instead of being nested under "earlier
-    summary"; its line of offload ids joins this summary's references.  Any
-    other text (a model's summary) is read as the earlier summary's own.
+    summary", and the day of its last ``[8 May 2023]`` header; its line of
+    offload ids joins this summary's references.  Any other text (a model's
+    summary) is read as the earlier summary's own.
     """
+    day = ""
     for line in body.split("\n"):
+        header = _DAY_LINE.match(line)
+        if header is not None:
+            day = header.group(1)
+            continue
         ids = _REF_LINE.match(line)
         if ids is not None:
             refs.extend(r.strip() for r in ids.group(1).split(",") if r.strip())
             continue
         said = _SUMMARY_LINE.match(line)
         if said is None:
-            add(idx, speaker, line, "summary")
+            add(idx, speaker, line, "summary", day)
             continue
         who, text = said.group(1), said.group(2)
         tool = who.endswith(" result") or text.startswith("called ")
-        add(idx, who, text, "tool" if tool else "summary")
+        add(idx, who, text, "tool" if tool else "summary", day)
 
 
 class ExtractiveSummarizer:
@@ -181,15 +220,23 @@ class ExtractiveSummarizer:
         counter: the token counter used for the target (default: the estimate).
         max_chars_per_message: text of one message beyond this many
             characters is clipped (head and tail kept) before scoring.
+        dates: start each day's lines with a ``[8 May 2023]`` header (the
+            UTC day of the messages' ``created_at``), so what was said keeps
+            when it was said; an earlier summary's headers are read back.
     """
 
     name = "extractive"
 
     def __init__(
-        self, counter: TokenCounter | None = None, *, max_chars_per_message: int = 4000
+        self,
+        counter: TokenCounter | None = None,
+        *,
+        max_chars_per_message: int = 4000,
+        dates: bool = True,
     ) -> None:
         self._counter = counter or EstimateTokenCounter()
         self._max_chars = max_chars_per_message
+        self._dates = dates
 
     def summarize(
         self, msgs: Sequence[Msg], *, target_tokens: int, instruction: str = ""
@@ -227,7 +274,7 @@ class ExtractiveSummarizer:
 
         heap = [(-gain(k), k) for k in range(len(sentences))]
         heapq.heapify(heap)
-        picked = _Picked(sentences, count)
+        picked = _Picked(sentences, count, dates=self._dates)
         echoes = _Echoes(sentences)
         while heap and used < budget:
             neg, k = heapq.heappop(heap)
@@ -259,35 +306,47 @@ class ExtractiveSummarizer:
 class _Picked:
     """The chosen sentences in their original order, and what one more would cost.
 
-    Consecutive sentences of one speaker share a line (``- who: a b c``), so a
-    sentence costs its own tokens plus a speaker label only where it starts a
-    line -- and choosing it between two sentences of another speaker splits
-    their line.  Counting that exactly is what lets the summary fill its
-    target without overshooting it.
+    Consecutive sentences of one speaker on one day share a line (``- who: a
+    b c``), and a ``[8 May 2023]`` header starts each day when the messages
+    carry dates (``dates=False``: no headers), so a sentence costs its own
+    tokens plus a speaker label (and a header) only where it starts a line
+    (a day) -- and choosing it between two sentences of another speaker
+    splits their line.  Counting that exactly is what lets the summary fill
+    its target without overshooting it.
     """
 
-    def __init__(self, sentences: Sequence[_Sentence], count: Callable[[str], int]) -> None:
+    def __init__(
+        self, sentences: Sequence[_Sentence], count: Callable[[str], int], *, dates: bool = True
+    ) -> None:
         self._sentences = sentences
         self._count = count
+        self._dates = dates
         self._labels: dict[str, int] = {}
         self.order: list[int] = []
 
-    def _label(self, who: str) -> int:
-        if who not in self._labels:
-            self._labels[who] = self._count(f"- {who}: ")
-        return self._labels[who]
+    def _label(self, text: str) -> int:
+        if text not in self._labels:
+            self._labels[text] = self._count(text)
+        return self._labels[text]
+
+    def _header(self, s: _Sentence, before: _Sentence | None) -> bool:
+        return self._dates and bool(s.day) and (before is None or before.day != s.day)
+
+    def _start(self, s: _Sentence, before: _Sentence | None) -> int:
+        """What ``s`` costs beyond its text when ``before`` is the chosen sentence before it."""
+        extra = self._label(f"[{s.day}]") + 1 if self._header(s, before) else 0
+        if before is None or before.who != s.who or before.day != s.day:
+            extra += self._label(f"- {s.who}: ")
+        return extra
 
     def cost(self, k: int) -> int:
         sents = self._sentences
-        who = sents[k].who
         at = bisect.bisect_left(self.order, k)
-        prev = sents[self.order[at - 1]].who if at > 0 else None
-        nxt = sents[self.order[at]].who if at < len(self.order) else None
-        extra = self._label(who) if prev != who else 0
+        prev = sents[self.order[at - 1]] if at > 0 else None
+        nxt = sents[self.order[at]] if at < len(self.order) else None
+        extra = self._start(sents[k], prev)
         if nxt is not None:  # the next chosen sentence may now start (or join) a line
-            extra += (self._label(nxt) if nxt != who else 0) - (
-                self._label(nxt) if nxt != prev else 0
-            )
+            extra += self._start(nxt, sents[k]) - self._start(nxt, prev)
         return self._count(sents[k].text) + 1 + extra
 
     def add(self, k: int) -> None:
@@ -295,15 +354,18 @@ class _Picked:
 
     def lines(self) -> list[str]:
         out: list[str] = []
-        last = None
+        prev: _Sentence | None = None
         for k in self.order:
             sent = self._sentences[k]
-            if sent.who == last:
+            if self._header(sent, prev):
+                out.append(f"[{sent.day}]")
+            elif prev is not None and prev.who == sent.who and prev.day == sent.day:
                 # One line per run of a speaker: end a sentence that had no stop.
                 out[-1] += (" " if out[-1][-1] in _STOPS else ". ") + sent.text
-            else:
-                out.append(f"- {sent.who}: {sent.text}")
-                last = sent.who
+                prev = sent
+                continue
+            out.append(f"- {sent.who}: {sent.text}")
+            prev = sent
         return out
 
 

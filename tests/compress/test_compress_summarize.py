@@ -431,3 +431,81 @@ def test_the_default_summary_size_keeps_most_answers_of_a_long_chat() -> None:
     assert min(results["default"]) >= 0.8 * len(facts), (results, len(facts))
     # A bigger summary keeps more: the fixture measures what the size is for.
     assert sum(results["before"]) < sum(results["default"]), results
+
+
+def _on(day: int, hour: int, msg: Msg) -> Msg:
+    """``msg`` as created on ``day`` May 2023 at ``hour`` UTC."""
+    import datetime
+
+    import msgspec
+
+    when = datetime.datetime(2023, 5, day, hour, tzinfo=datetime.UTC).timestamp()
+    return msgspec.structs.replace(msg, created_at=when)
+
+
+def test_a_summary_keeps_the_day_each_line_was_said() -> None:
+    """Messages carry only ``created_at``: a ``[8 May 2023]`` header starts each day's lines."""
+    msgs = [
+        _on(8, 9, Msg.user("I joined the rowing club at Ringsend today.", name="Aoife")),
+        _on(8, 10, Msg.user("Nice, my brother Cathal rowed there in 2019.", name="Dev")),
+        _on(9, 18, Msg.user("Our cat Miso had kittens this morning, four of them.", name="Aoife")),
+        _on(9, 19, Msg.user("Four kittens! Send me photos of Miso.", name="Dev")),
+    ]
+    counter = EstimateTokenCounter()
+    text = ExtractiveSummarizer(counter).summarize(msgs, target_tokens=200).text
+    lines = text.split("\n")
+    assert lines[0] == "[8 May 2023]", text
+    rowing = next(i for i, line in enumerate(lines) if "rowing club" in line)
+    kittens = next(i for i, line in enumerate(lines) if "kittens this morning" in line)
+    assert rowing < lines.index("[9 May 2023]") < kittens, text
+    assert lines[kittens].startswith("- Aoife: ")
+    assert counter.count(text) <= 200
+    plain = ExtractiveSummarizer(counter, dates=False).summarize(msgs, target_tokens=200).text
+    assert "[8 May 2023]" not in plain and "rowing club" in plain
+
+
+def test_a_later_pass_keeps_the_days_of_an_earlier_summary() -> None:
+    from actormem.compress import compress
+
+    config = AutoContextConfig(msg_threshold=12, last_keep=2)
+    counter = EstimateTokenCounter()
+    summarizer = ExtractiveSummarizer(counter)
+    news = [
+        "I started pottery classes in Stoneybatter.",
+        "We booked a week in Porto for June.",
+        "My sister Hanne moved to Tromsø.",
+        "I ran my first 10k in 58 minutes.",
+        "Our landlord fixed the boiler finally.",
+        "I adopted a greyhound called Biscuit.",
+        "Kofi taught me to make jollof rice.",
+        "The allotment got 12 new raised beds.",
+        "I passed the Portuguese B1 exam.",
+        "Our choir sang Fauré at Christ Church.",
+        "Grandma Edda turned 91 on Saturday.",
+        "I sold the Volvo and bought a cargo bike.",
+    ]
+    said_on: dict[str, str] = {}
+    work: list[Msg] = []
+    passes = 0
+    for day, line in enumerate(news, start=1):
+        said_on[line] = f"[{day} May 2023]"
+        work.append(_on(day, 12, Msg.user(line, name="Aoife")))
+        work.append(_on(day, 13, Msg.user("Wow, good to hear!", name="Dev")))
+        if len(work) >= config.msg_threshold:
+            work = compress(work, config, summarizer, counter).apply(work)
+            passes += 1
+    assert passes >= 2
+    summary = next(m for m in work if m.metadata.get("actormem") == "summary")
+    lines = summary.text.split("\n")[1:]
+    header = ""
+    placed = []
+    for line in lines:
+        if line.startswith("["):
+            header = line
+            continue
+        for sentence, day in said_on.items():
+            if sentence in line:
+                assert header == day, (sentence, header, summary.text)
+                placed.append(sentence)
+    # News from the first pass's span went through a later pass and kept its day.
+    assert any(news.index(x) < 5 for x in placed), summary.text
