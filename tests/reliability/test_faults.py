@@ -319,7 +319,9 @@ class _FullDisk:
         self._cur = cur
 
     def execute(self, sql: str, *args: Any) -> Any:
-        if sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")):
+        # single writes are one script: BEGIN; INSERT ...; ...; COMMIT
+        statements = [part.lstrip().upper() for part in sql.split(";\n")]
+        if any(st.startswith(("INSERT", "UPDATE", "DELETE")) for st in statements):
             raise duckdb.IOException("Could not write file: No space left on device")
         return self._cur.execute(sql, *args)
 
