@@ -319,9 +319,13 @@ class _FullDisk:
         self._cur = cur
 
     def execute(self, sql: str, *args: Any) -> Any:
-        # single writes are one script: BEGIN; INSERT ...; ...; COMMIT
+        # single writes are one script: BEGIN; INSERT ...; ...; COMMIT.  In a script
+        # the failure comes after BEGIN opened the transaction, as on a real full
+        # disk, so the store's rollback is exercised too.
         statements = [part.lstrip().upper() for part in sql.split(";\n")]
         if any(st.startswith(("INSERT", "UPDATE", "DELETE")) for st in statements):
+            if len(statements) > 1 and statements[0].startswith("BEGIN"):
+                self._cur.execute("BEGIN TRANSACTION")
             raise duckdb.IOException("Could not write file: No space left on device")
         return self._cur.execute(sql, *args)
 
