@@ -38,8 +38,11 @@ decisions of :mod:`~actormem.store._planning`, the ranking of
 :mod:`~actormem.store._files`.  Reads, the journal's tables and analytics are
 in :mod:`~actormem.store._duckdb_queries`.
 
-All SQL is parameterised; column names in generated SQL come from fixed
-tuples, never from callers.
+Values reach DuckDB as bound parameters, Arrow tables, or -- for small
+writes and reads on the turn's path -- literals written by
+:func:`~actormem.store._duckdb_sql.lit` (only ``None``, bools, numbers and
+NUL-free strings, quoted the SQL-standard way; see that module for why).
+Column names in generated SQL come from fixed tuples, never from callers.
 """
 
 from __future__ import annotations

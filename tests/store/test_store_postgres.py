@@ -472,3 +472,55 @@ def test_keyword_statistics_kept_by_triggers_match_the_live_rows(pg_dsn: str) ->
             assert ("delta", "a", "", "", "", 1) in got_t
     finally:
         store.close()
+
+
+def test_a_wrong_password_is_a_clear_error_that_never_shows_the_password(pg_dsn: str) -> None:
+    # The suite's server trusts local logins; this test makes one role need a
+    # password (scram-sha-256) through a line of its own at the top of pg_hba.conf.
+    import time
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    _open(pg_dsn).close()  # the schema and the vector extension, as the owner
+    role = "pw_" + uuid.uuid4().hex[:10]
+    secret = "right-" + uuid.uuid4().hex[:8]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        hba = str(conn.execute("SHOW hba_file").fetchone()[0])
+        conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{secret}'")
+        conn.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"')
+    try:
+        with open(hba, encoding="utf-8") as fh:
+            before = fh.read()
+        with open(hba, "w", encoding="utf-8") as fh:
+            fh.write(f"local all {role} scram-sha-256\n{before}")
+    except OSError as exc:
+        pytest.skip(f"cannot edit the server's pg_hba.conf ({exc}): ACTORMEM_PG_DSN server?")
+    params = conninfo_to_dict(pg_dsn)
+    params["user"] = role
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 30
+        while True:  # the postmaster reloads on its own schedule: wait until it asks
+            try:
+                psycopg.connect(make_conninfo(**params, password="wrong")).close()
+            except psycopg.OperationalError as exc:
+                if "password" in str(exc):
+                    break
+            assert time.monotonic() < deadline, "pg_hba.conf was not reloaded"
+            time.sleep(0.05)
+        with pytest.raises(StoreError, match="password authentication failed") as err:
+            _open(make_conninfo(**params, password="wrong-" + secret))
+        assert secret not in str(err.value) and role in str(err.value)
+        _open(make_conninfo(**params, password=secret)).close()  # the right one works
+    finally:
+        with open(hba, "w", encoding="utf-8") as fh:
+            fh.write(before)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_reload_conf()")
+            conn.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
+            conn.execute(f'REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM "{role}"')
+            conn.execute(f'REVOKE ALL ON SCHEMA public FROM "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
