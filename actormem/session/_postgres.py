@@ -74,6 +74,7 @@ from actormem.session._common import (
     validate_session_id,
 )
 from actormem.state import StateModule
+from actormem.store._pg_conn import first_line, is_lost, redacted
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,7 +161,7 @@ class PostgresSession:
         self.table = table
         self.on_conflict: Literal["raise", "overwrite"] = on_conflict
         self.connect_timeout = connect_timeout
-        self.url = _redacted(dsn)
+        self.url = redacted(dsn)
         self._t = sql.Identifier(table)
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
@@ -204,7 +205,7 @@ class PostgresSession:
             )
         except self._pg.Error as exc:
             raise SessionStorageError(
-                f"cannot connect to the sessions database {self.url}: {_first_line(exc)}"
+                f"cannot connect to the sessions database {self.url}: {first_line(exc)}"
             ) from None
         self._conn = conn
         return conn
@@ -219,10 +220,7 @@ class PostgresSession:
 
     def _lost(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection is gone (the operation may be retried)."""
-        conn = self._conn
-        return isinstance(exc, self._pg.OperationalError | self._pg.InterfaceError) or (
-            conn is not None and (conn.closed or conn.broken)
-        )
+        return is_lost(self._pg, exc, self._conn)
 
     def _run(self, what: str, op: Callable[[psycopg.Connection[Any]], T], *, retry: bool) -> T:
         """Run ``op`` on the connection; on a lost connection reconnect (and retry once)."""
@@ -238,11 +236,11 @@ class PostgresSession:
                     if lost:
                         self._drop()
                     if lost and retry and attempt == 1:
-                        log.warning("session.pg_retry", op=what, error=_first_line(exc))
+                        log.warning("session.pg_retry", op=what, error=first_line(exc))
                         continue
                     raise SessionStorageError(
                         f"sessions database {self.url}: {what} failed"
-                        f"{' (connection lost)' if lost else ''}: {_first_line(exc)}"
+                        f"{' (connection lost)' if lost else ''}: {first_line(exc)}"
                     ) from None
             raise AssertionError("unreachable")
 
@@ -291,7 +289,7 @@ class PostgresSession:
         except self._pg.Error as exc:
             self._drop()
             raise SessionStorageError(
-                f"cannot prepare the sessions table {self.table} in {self.url}: {_first_line(exc)}"
+                f"cannot prepare the sessions table {self.table} in {self.url}: {first_line(exc)}"
             ) from None
 
     def close(self) -> None:
@@ -353,7 +351,7 @@ class PostgresSession:
                     failed = f"sessions database {self.url}: saving session {sid!r} failed"
                     if not lost:  # the server refused the statement: rolled back
                         raise SessionStorageError(
-                            f"{failed}: {_first_line(exc)}; the stored session is unchanged"
+                            f"{failed}: {first_line(exc)}; the stored session is unchanged"
                         ) from None
                     # Did the commit happen before the connection died?  The save_id says.
                     try:
@@ -362,18 +360,18 @@ class PostgresSession:
                         )
                     except SessionStorageError as check:
                         raise SessionStorageError(
-                            f"{failed} (connection lost: {_first_line(exc)}) and whether it "
+                            f"{failed} (connection lost: {first_line(exc)}) and whether it "
                             f"committed could not be checked: {check}"
                         ) from None
                     if row is not None:
                         break
                     if attempt == 2:
                         raise SessionStorageError(
-                            f"{failed} (connection lost): {_first_line(exc)}; "
+                            f"{failed} (connection lost): {first_line(exc)}; "
                             "the stored session is unchanged"
                         ) from None
                     log.warning(
-                        "session.pg_retry", op="save", session_id=sid, error=_first_line(exc)
+                        "session.pg_retry", op="save", session_id=sid, error=first_line(exc)
                     )
             if row is None:
                 raise self._conflict(sid, expected)
@@ -594,26 +592,3 @@ class PostgresSession:
             )
             self._versions[sid] = 0
         return gone
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
-
-
-def _redacted(dsn: str) -> str:
-    """``postgresql://user@host:port/db`` from a DSN, without the password or options."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "postgresql://(unparsable DSN)"
-    user = params.get("user")
-    host = params.get("host") or "localhost"
-    port = params.get("port")
-    db = params.get("dbname") or ""
-    auth = f"{user}@" if user else ""
-    if str(host).startswith("/"):  # a Unix socket folder
-        return f"postgresql://{auth}/{db}?host={host}{f'&port={port}' if port else ''}"
-    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"

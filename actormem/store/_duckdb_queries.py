@@ -23,6 +23,7 @@ from actormem.store._records import (
     check_namespace,
     json_text,
     row_to_compaction,
+    row_to_history,
     row_to_log,
     row_to_record,
     sec,
@@ -243,19 +244,7 @@ class DuckDBQueries:
             )
             .fetchall()
         )
-        return [
-            HistoryRecord(
-                id=r[0],
-                memory_id=r[1],
-                namespace=Namespace.from_key((r[2], r[3], r[4], r[5])),
-                op=r[6],
-                old_content=r[7],
-                new_content=r[8],
-                ts=r[9] / 1_000_000,
-                reason=r[10],
-            )
-            for r in rows
-        ]
+        return [row_to_history(r) for r in rows]
 
     # -- activity log and journal state (actormem.journal) --------------------------------
 

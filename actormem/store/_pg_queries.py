@@ -19,11 +19,13 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from actormem.store._records import (
+    HISTORY_SELECT,
     NS_COLS,
     check_limit,
     check_namespace,
     json_text,
     row_to_compaction,
+    row_to_history,
     row_to_log,
     row_to_record,
     sec,
@@ -195,23 +197,10 @@ class PgQueries:
             params.append(memory_id)
         rows = self._rows(
             "history",
-            "SELECT id, memory_id, user_id, agent_id, run_id, session_id, op, old_content, "
-            f"new_content, ts, reason FROM history WHERE {where} ORDER BY ts, seq",
+            f"SELECT {HISTORY_SELECT} FROM history WHERE {where} ORDER BY ts, seq",
             params,
         )
-        return [
-            HistoryRecord(
-                id=r[0],
-                memory_id=r[1],
-                namespace=Namespace.from_key((r[2], r[3], r[4], r[5])),
-                op=r[6],
-                old_content=r[7],
-                new_content=r[8],
-                ts=r[9] / 1_000_000,
-                reason=r[10],
-            )
-            for r in rows
-        ]
+        return [row_to_history(r) for r in rows]
 
     # -- activity log and journal state (actormem.journal) --------------------------------
 

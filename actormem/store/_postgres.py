@@ -74,12 +74,13 @@ import structlog
 
 from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
-from actormem.store._kinds import MERGE_KINDS
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, PgQueries, scope_sql, vec
+from actormem.store._pg_conn import first_line, is_lost, redacted
+from actormem.store._pg_queries import PG_LIVE, PgQueries, scope_sql
 from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
 from actormem.store._pg_search import collect
+from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
     copy_history,
     copy_inserts,
@@ -87,7 +88,7 @@ from actormem.store._pg_write import (
     lock_keys,
     update_changes,
 )
-from actormem.store._planning import Planner, ScopeState, nearest_in
+from actormem.store._planning import Planner
 from actormem.store._protocol import ProgressCallback
 from actormem.store._ranking import Scored, rank_candidates
 from actormem.store._records import Batch, check_namespace, row_to_record, us
@@ -117,191 +118,6 @@ Key = tuple[str, str, str, str]
 
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 _ATTEMPTS: Final = 3
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
-
-
-def redacted(dsn: str) -> str:
-    """``postgresql://user@host:port/db`` of a DSN, without the password or options."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "postgresql://(unparsable DSN)"
-    user = params.get("user")
-    host = params.get("host") or "localhost"
-    port = params.get("port")
-    db = params.get("dbname") or ""
-    auth = f"{user}@" if user else ""
-    if str(host).startswith("/"):  # a Unix socket folder
-        return f"postgresql://{auth}/{db}?host={host}{f'&port={port}' if port else ''}"
-    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
-
-
-class _Retry(Exception):
-    """Internal: the transaction was rolled back and may be planned again."""
-
-
-class _PgView:
-    """The planner's view of the database, inside one write transaction.
-
-    Every method that reads the rows of a concrete namespace first takes
-    that namespace's advisory lock (see the module docstring).
-    """
-
-    def __init__(self, store: PostgresStore, conn: Any, locked: set[Key]) -> None:
-        self._store = store
-        self._conn = conn
-        self._locked = locked
-        self._hashes: dict[tuple[Key, str], str | None] = {}  # prefetched find_hash answers
-        self._asked: set[str] = set()  # prefetched ids ...
-        self._taken: set[str] = set()  # ... and those of them that exist
-
-    def prefetch(self, key: Key, hashes: Sequence[str], ids: Sequence[str]) -> None:
-        """Answer a batch's ``find_hash`` / ``id_taken`` questions with two queries.
-
-        Valid for the rest of the transaction: the namespace's lock is held,
-        so no other writer adds or removes its rows meanwhile.
-        """
-        if hashes:
-            self.lock([key])
-            wanted = sorted(set(hashes))
-            rows = self._conn.execute(
-                "SELECT DISTINCT ON (content_hash) content_hash, id FROM memories "
-                "WHERE user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s "
-                f"AND content_hash = ANY(%s) AND {PG_LIVE} "
-                "ORDER BY content_hash, kind = 'fact' DESC, "
-                "kind IN ('preference', 'procedure') DESC, created_at, id",
-                (*key, wanted),
-            ).fetchall()
-            found = {str(h): str(i) for h, i in rows}
-            for h in wanted:
-                self._hashes[key, h] = found.get(h)
-        if ids:
-            self._taken |= self.existing_ids(ids)
-            self._asked.update(ids)
-
-    def lock(self, keys: Sequence[Key]) -> None:
-        new = sorted(set(keys) - self._locked)
-        if new:
-            lock_keys(self._conn, new)
-            self._locked.update(new)
-
-    def _records(self, where: str, params: Sequence[Any]) -> builtins.list[MemoryRecord]:
-        rows = self._conn.execute(f"SELECT {PG_SELECT} FROM memories WHERE {where}", params)
-        return [row_to_record(r) for r in rows.fetchall()]
-
-    def record(self, memory_id: str) -> MemoryRecord | None:
-        row = self._conn.execute(
-            f"SELECT user_id, agent_id, run_id, session_id FROM memories WHERE id = %s AND "
-            f"{PG_LIVE}",
-            (memory_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        self.lock([(row[0], row[1], row[2], row[3])])
-        found = self._records(f"id = %s AND {PG_LIVE}", (memory_id,))
-        return found[0] if found else None
-
-    def find_hash(self, key: Key, content_hash: str) -> str | None:
-        if (key, content_hash) in self._hashes:
-            return self._hashes[key, content_hash]
-        self.lock([key])
-        row = self._conn.execute(
-            "SELECT id FROM memories WHERE user_id = %s AND agent_id = %s AND run_id = %s "
-            f"AND session_id = %s AND content_hash = %s AND {PG_LIVE} "
-            # several rows can share a hash (kinds that never merge): a fact first,
-            # then another kind that merges, the oldest of them
-            "ORDER BY kind = 'fact' DESC, kind IN ('preference', 'procedure') DESC, "
-            "created_at, id LIMIT 1",
-            (*key, content_hash),
-        ).fetchone()
-        return None if row is None else str(row[0])
-
-    def id_taken(self, memory_id: str) -> bool:
-        if memory_id in self._asked:
-            return memory_id in self._taken
-        row = self._conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone()
-        return row is not None
-
-    def existing_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = self._conn.execute(
-            "SELECT id FROM memories WHERE id = ANY(%s)", (builtins.list(ids),)
-        ).fetchall()
-        return {str(r[0]) for r in rows}
-
-    def nearest(
-        self, key: Key, vectors: F32, threshold: float
-    ) -> builtins.list[tuple[float, MemoryRecord] | None]:
-        self.lock([key])
-        # Only kinds that merge can be a twin (the planner refuses any other); on a
-        # tie a fact comes first, then the oldest.
-        kinds = ", ".join(f"'{k}'" for k in sorted(MERGE_KINDS))
-        where = (
-            f"user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s AND {PG_LIVE} "
-            f"AND kind IN ({kinds})"
-        )
-        out: builtins.list[tuple[float, MemoryRecord] | None] = []
-        if len(vectors) <= 16:  # one exact top-1 per vector on the tenant's btree
-            for v in vectors:
-                row = self._conn.execute(
-                    f"SELECT {PG_SELECT}, 1 - (embedding <=> %s) FROM memories WHERE {where} "
-                    "ORDER BY (embedding <=> %s) + 0, kind <> 'fact', created_at, id LIMIT 1",
-                    (v, *key, v),
-                ).fetchone()
-                if row is None or float(row[18]) < threshold:
-                    out.append(None)
-                else:
-                    out.append((float(row[18]), row_to_record(row[:18])))
-            return out
-        rows = self._conn.execute(
-            f"SELECT id, embedding FROM memories WHERE {where} "
-            "ORDER BY kind <> 'fact', created_at, id",
-            key,
-        ).fetchall()
-        if not rows:
-            return [None] * len(vectors)
-        mat = np.stack([vec(r[1]) for r in rows])
-        best, sims = nearest_in(mat, vectors, threshold)
-        hits = zip(best, sims, strict=True)
-        wanted = sorted({rows[int(b)][0] for b, s in hits if s >= threshold})
-        recs = {r.id: r for r in self._records("id = ANY(%s)", (wanted,))} if wanted else {}
-        for b, s in zip(best, sims, strict=True):
-            rec = recs.get(rows[int(b)][0]) if s >= threshold else None
-            out.append(None if rec is None else (float(s), rec))
-        return out
-
-    def scope_state(self, namespace: Namespace) -> ScopeState:
-        where, params = scope_sql(namespace)
-        where += f" AND {PG_LIVE}"
-        keys = self._conn.execute(
-            f"SELECT DISTINCT user_id, agent_id, run_id, session_id FROM memories WHERE {where}",
-            params,
-        ).fetchall()
-        self.lock([(k[0], k[1], k[2], k[3]) for k in keys])
-        rows = self._conn.execute(
-            f"SELECT {PG_SELECT}, embedding FROM memories WHERE {where} ORDER BY created_at, id",
-            params,
-        ).fetchall()
-        locked = self._locked
-        rows = [r for r in rows if (r[1], r[2], r[3], r[4]) in locked]  # new namespaces wait
-        records = [row_to_record(r[:18]) for r in rows]
-        dim = self._store._dim
-        vecs = (
-            np.stack([vec(r[18]) for r in rows]) if rows else np.zeros((0, dim), dtype=np.float32)
-        )
-        return ScopeState(
-            records=records,
-            importance=np.array([r.importance for r in records], dtype=np.float64),
-            access=np.array([r.access_count for r in records], dtype=np.float64),
-            last=np.array([r.last_accessed for r in records], dtype=np.float64),
-            created=np.array([r.created_at for r in records], dtype=np.float64),
-            vectors=lambda: vecs,
-        )
 
 
 class PostgresStore(PgQueries, StoreBase):
@@ -419,7 +235,7 @@ class PostgresStore(PgQueries, StoreBase):
             )
         except self._pg.Error as exc:
             raise StoreError(
-                f"cannot connect to the store database {self.url}: {_first_line(exc)}"
+                f"cannot connect to the store database {self.url}: {first_line(exc)}"
             ) from None
 
     def _prepare_database(self) -> None:
@@ -440,13 +256,13 @@ class PostgresStore(PgQueries, StoreBase):
                 except self._pg.Error as exc:
                     raise StoreError(
                         f"database {self.url} has no pgvector extension and this login cannot "
-                        f"enable it ({_first_line(exc)}); run CREATE EXTENSION vector as its "
+                        f"enable it ({first_line(exc)}); run CREATE EXTENSION vector as its "
                         "owner or a superuser"
                     ) from None
             self._register_vector(conn)
             ensure_schema(conn, self._dim, self.url)
         except self._pg.Error as exc:
-            raise StoreError(f"cannot set up the store in {self.url}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot set up the store in {self.url}: {first_line(exc)}") from None
         finally:
             conn.close()
 
@@ -471,7 +287,7 @@ class PostgresStore(PgQueries, StoreBase):
         except Exception as exc:
             pool.close()
             raise StoreError(
-                f"cannot open connections to the store database {self.url}: {_first_line(exc)}"
+                f"cannot open connections to the store database {self.url}: {first_line(exc)}"
             ) from None
         return pool
 
@@ -486,9 +302,7 @@ class PostgresStore(PgQueries, StoreBase):
         return self._pool.connection(timeout=float(self._connect_timeout))
 
     def _lost(self, exc: BaseException) -> bool:
-        return isinstance(exc, self._pg.OperationalError | self._pg.InterfaceError) or (
-            type(exc).__name__ == "PoolTimeout"
-        )
+        return is_lost(self._pg, exc)
 
     def _read(self, what: str, fn: Callable[[Any], T]) -> T:
         """Run ``fn(conn)`` (reads, autocommit); a lost connection is retried once."""
@@ -502,16 +316,16 @@ class PostgresStore(PgQueries, StoreBase):
                 if not isinstance(exc, self._pg.Error) and not self._lost(exc):
                     raise
                 if self._lost(exc) and attempt == 1:
-                    log.warning("store.pg_retry", op=what, error=_first_line(exc))
+                    log.warning("store.pg_retry", op=what, error=first_line(exc))
                     continue
-                raise StoreError(f"{what} in {self.url} failed: {_first_line(exc)}") from None
+                raise StoreError(f"{what} in {self.url} failed: {first_line(exc)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _txn(self, what: str, fn: Callable[[Any], T], keys: Sequence[Sequence[str]] = ()) -> T:
         """Run ``fn(conn)`` in one transaction holding the advisory locks of ``keys``."""
 
         def body(conn: Any, locked: set[Key]) -> T:
-            _PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
+            PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
             return fn(conn)
 
         return self._transaction(what, body)
@@ -541,30 +355,30 @@ class PostgresStore(PgQueries, StoreBase):
                 last = exc
             except pg.DataError as exc:
                 raise InvalidMemoryError(
-                    f"{what}: PostgreSQL refused a value ({_first_line(exc)}); nothing was stored"
+                    f"{what}: PostgreSQL refused a value ({first_line(exc)}); nothing was stored"
                 ) from None
             except Exception as exc:
                 if not self._lost(exc):
                     if isinstance(exc, pg.Error):
                         raise StoreError(
-                            f"{what} in {self.url} failed and was rolled back: {_first_line(exc)}"
+                            f"{what} in {self.url} failed and was rolled back: {first_line(exc)}"
                         ) from None
                     raise
                 last = exc
                 status = self._outcome(xid, pid) if xid is not None else "aborted"
                 if status == "committed" and done:
-                    log.warning("store.pg_commit_confirmed", op=what, error=_first_line(exc))
+                    log.warning("store.pg_commit_confirmed", op=what, error=first_line(exc))
                     return out  # type: ignore[no-any-return]
                 if status not in ("aborted", None):
                     raise StoreError(
                         f"{what} in {self.url}: the connection was lost and the outcome of "
-                        f"transaction {xid} is {status!r}: {_first_line(exc)}"
+                        f"transaction {xid} is {status!r}: {first_line(exc)}"
                     ) from None
-            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=_first_line(last))
+            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=first_line(last))
         assert last is not None
         raise StoreError(
             f"{what} in {self.url} failed after {_ATTEMPTS} attempts and was rolled back: "
-            f"{_first_line(last)}"
+            f"{first_line(last)}"
         ) from None
 
     def _before_commit(self, conn: Any) -> None:
@@ -768,7 +582,7 @@ class PostgresStore(PgQueries, StoreBase):
         self.flush()
 
         def body(conn: Any, locked: set[Key]) -> T:
-            view = _PgView(self, conn, locked)
+            view = PgView(self, conn, locked)
             if lock is not None:
                 view.lock([lock.key()])
             now = self._clock()
@@ -799,7 +613,7 @@ class PostgresStore(PgQueries, StoreBase):
                 f"WHERE {where}",
                 params,
             ).fetchall()
-            _PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
+            PgView(self, conn, locked).lock([(k[0], k[1], k[2], k[3]) for k in keys])
             ids = [
                 str(r[0])
                 for r in conn.execute(

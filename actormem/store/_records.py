@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from actormem.store._index import STOPWORDS
 from actormem.store._types import (
+    HistoryRecord,
     InvalidMemoryError,
     LogCompaction,
     LogRecord,
@@ -32,6 +33,7 @@ from actormem.store._types import (
 )
 
 __all__ = [
+    "HISTORY_SELECT",
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "NS_COLS",
@@ -44,6 +46,7 @@ __all__ = [
     "json_text",
     "query_text",
     "row_to_compaction",
+    "row_to_history",
     "row_to_log",
     "row_to_record",
     "sec",
@@ -130,6 +133,26 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
         superseded_by=row[15],
         deleted_at=sec(row[16]),
         metadata=json.loads(meta) if meta else {},
+    )
+
+
+#: The history columns :func:`row_to_history` reads, in order (both backends).
+HISTORY_SELECT = (
+    "id, memory_id, user_id, agent_id, run_id, session_id, op, old_content, new_content, ts, reason"
+)
+
+
+def row_to_history(row: Sequence[Any]) -> HistoryRecord:
+    """A :class:`HistoryRecord` from a row of :data:`HISTORY_SELECT` (``ts`` in microseconds)."""
+    return HistoryRecord(
+        id=row[0],
+        memory_id=row[1],
+        namespace=Namespace.from_key((row[2], row[3], row[4], row[5])),
+        op=row[6],
+        old_content=row[7],
+        new_content=row[8],
+        ts=row[9] / 1_000_000,
+        reason=row[10],
     )
 
 
