@@ -31,7 +31,9 @@ Keyword side
     (:func:`~actormem.store._index.tokenize`, ``SearchConfig.bm25_k1`` /
     ``bm25_b``), computed only for the rows that hold a query term (GIN index
     on ``terms``), from their stored ``terms`` / ``tfs`` / ``doclen``.  The
-    cost follows the matching rows, not the scope.
+    cost follows the matching rows, not the scope.  A scope of at most
+    :data:`SMALL_SCOPE` rows is read through its btree instead (GIN would
+    walk every row of the table that holds a common query term).
 
 Neighbouring episodes as context
     When the search blends episodes with their neighbours
@@ -64,6 +66,9 @@ __all__ = ["Candidates", "collect", "filters_sql", "term_counts"]
 
 _EPISODE: Final = "episode"
 _NS: Final = "user_id, agent_id, run_id, session_id"
+
+#: Scopes of up to this many live rows are read whole for the keyword side.
+SMALL_SCOPE: Final = 5_000
 
 #: Up to this many distinct query terms, each is scored by its own expression;
 #: a longer query (a pasted document) joins its terms with the row's instead.
@@ -249,7 +254,11 @@ def collect(
         f"FROM scope_stats WHERE {swhere}), ",
         *sparams,
     )
-    s.add("cfg AS MATERIALIZED (SELECT %s AND eps > 0 AS ctx FROM st), ", ctx_on)
+    s.add(
+        "cfg AS MATERIALIZED (SELECT %s AND eps > 0 AS ctx, n <= %s AS small FROM st), ",
+        ctx_on,
+        SMALL_SCOPE,
+    )
     s.add(
         "df AS MATERIALIZED (SELECT q.i, q.term, q.qc, coalesce((SELECT sum(t.df) FROM "
         f"term_stats t WHERE t.term = q.term AND {tw}), 0)::float8 AS df "
@@ -287,15 +296,22 @@ def collect(
     else:
         s.add("vc AS (SELECT NULL::text AS id, 0::float8 AS d WHERE false), ")
     if kw_on:
-        s.add("kw AS (SELECT id, ")
-        _bm25(s, qterms, k1, b)
-        s.add(
-            f" AS k FROM memories WHERE {where} AND terms && %s::text[] "
-            "AND NOT (SELECT ctx FROM cfg) ORDER BY k DESC, id LIMIT %s), ",
-            *wparams,
-            qterms,
-            pool,
-        )
+        # A small scope is read whole through its btree (the GIN index would walk
+        # every row of the table holding a common term); a large one through GIN.
+        s.add("kw AS (")
+        for i, (match, gate) in enumerate(
+            (("terms && %s::text[]", "NOT"), ("(terms && %s::text[]) IS TRUE", ""))
+        ):
+            s.add(" UNION ALL (SELECT id, " if i else "(SELECT id, ")
+            _bm25(s, qterms, k1, b)
+            s.add(
+                f" AS k FROM memories WHERE {where} AND {match} AND NOT (SELECT ctx FROM cfg) "
+                f"AND {gate} (SELECT small FROM cfg) ORDER BY k DESC, id LIMIT %s)",
+                *wparams,
+                qterms,
+                pool,
+            )
+        s.add("), ")
     else:
         s.add("kw AS (SELECT NULL::text AS id, 0::float8 AS k WHERE false), ")
     s.add(

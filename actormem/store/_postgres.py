@@ -677,16 +677,39 @@ class PostgresStore(PgQueries, StoreBase):
             self._ann.consider(scope, cands.n_docs)
         if not cands.rows:
             return []
-        records = [self._with_pending(row_to_record(r[:18])) for r in cands.rows]
-        if touch:
-            records = [
-                msgspec.structs.replace(
-                    r, access_count=r.access_count + 1, last_accessed=max(r.last_accessed, now)
-                )
-                for r in records
-            ]
-        ids = [r.id for r in records]
+        rows = cands.rows
+        ids = [str(r[0]) for r in rows]
         n = len(ids)
+        # the relevance inputs straight from the columns (with this process's pending
+        # retrievals and this one); full records are decoded only for the rows the
+        # second stage reads and the hits
+        pend = [self._pending.get(i) for i in ids]
+        access = np.array(
+            [int(r[14]) + (p[0] if p else 0) + touch for r, p in zip(rows, pend, strict=True)],
+            dtype=np.float64,
+        )
+        last = np.array(
+            [
+                max(r[13] / 1_000_000, p[1] if p else 0.0, now if touch else 0.0)
+                for r, p in zip(rows, pend, strict=True)
+            ],
+            dtype=np.float64,
+        )
+        decoded: dict[int, MemoryRecord] = {}
+
+        def record(i: int) -> MemoryRecord:
+            rec = decoded.get(i)
+            if rec is None:
+                rec = self._with_pending(row_to_record(rows[i][:18]))
+                if touch:
+                    rec = msgspec.structs.replace(
+                        rec,
+                        access_count=rec.access_count + 1,
+                        last_accessed=max(rec.last_accessed, now),
+                    )
+                decoded[i] = rec
+            return rec
+
         bm25 = np.array([float(r[18]) for r in cands.rows], dtype=np.float64)
         cosine = np.array([float(r[19]) for r in cands.rows], dtype=np.float64)
         shown_cos = shown_kw = None
@@ -707,10 +730,10 @@ class PostgresStore(PgQueries, StoreBase):
             bm25=bm25,
             vec_rank=np.array([cands.vec_rank.get(i, 0) for i in ids], dtype=np.float64),
             kw_rank=np.array([cands.kw_rank.get(i, 0) for i in ids], dtype=np.float64),
-            importance=np.array([r.importance for r in records], dtype=np.float64),
-            access=np.array([r.access_count for r in records], dtype=np.float64),
-            last=np.array([r.last_accessed for r in records], dtype=np.float64),
-            created=np.array([r.created_at for r in records], dtype=np.float64),
+            importance=np.array([float(r[8]) for r in rows], dtype=np.float64),
+            access=access,
+            last=last,
+            created=np.array([r[11] / 1_000_000 for r in rows], dtype=np.float64),
             limit=limit,
             config=cfg,
             use_vec=use_vec,
@@ -718,13 +741,13 @@ class PostgresStore(PgQueries, StoreBase):
             now=now,
             weights=self._weights,
             rerank=rerank,
-            records=lambda top: [records[int(i)] for i in top],
+            records=lambda top: [record(int(i)) for i in top],
             doc_freq=doc_freq,
             n_docs=cands.n_docs,
             shown_cosine=shown_cos if use_vec else None,
             shown_bm25=shown_kw,
         )
-        return [(s, records[s.row]) for s in scored]
+        return [(s, record(s.row)) for s in scored]
 
     def _doc_freq(self, scope: Namespace, term: str) -> int:
         where, params = scope_sql(scope)
