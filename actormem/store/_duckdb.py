@@ -465,6 +465,8 @@ class DuckDBStore(DuckDBQueries, StoreBase):
                 log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
             else:  # the index then holds access counts the file lacks: no snapshot
                 self._save_index()
+            # no store thread outlives close(): the key maps' build after a snapshot load
+            self._index._await_maps()
             self._closed = True
             with self._cursors_lock:
                 for _, cur in self._cursors:
