@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from actormem._settings import check_arg
 from actormem.journal import DreamReport, Journal, NowStatus
 from actormem.store import LogRecord
 
@@ -97,7 +98,12 @@ class JournalCalls:
     def working_memory(self, max_tokens: int | None = None) -> str:
         """The ``<working_memory>`` block (NOW and the latest LOG entries) for the model,
         within ``max_tokens`` (default ``JournalConfig.context_max_tokens``); "" without a
-        journal or when there is nothing to say."""
+        journal or when there is nothing to say.
+
+        Raises:
+            ValueError: ``max_tokens`` is not None or an int from 1 to 10,000,000.
+        """
+        check_arg("MemoryRuntime.working_memory", "max_tokens", max_tokens, kind="max_tokens?")
         if self.journal is None:
             return ""
         return self.journal.context(max_tokens)
@@ -110,7 +116,9 @@ class JournalCalls:
 
         Raises:
             RuntimeError: the runtime keeps no journal.
+            ValueError: ``lookback_days`` is not None or an int from 1 to 36,500.
         """
+        check_arg("MemoryRuntime.dream", "lookback_days", lookback_days)
         journal = self._need_journal()
         self._last_activity = time.monotonic()
         if self._recorder is not None:

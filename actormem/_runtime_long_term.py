@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from actormem._runtime_args import check_retrieve_args
+from actormem._settings import check_arg
 from actormem.actors.recorder import RECORDER
 from actormem.compress import render_transcript
 from actormem.events import FactReconciled, MemoryRetrieved
@@ -107,7 +108,13 @@ class LongTermCalls:
 
         Retrieves ``RecorderConfig.inject_limit`` memories and keeps the best
         that fit, each with its date and kind.
+
+        Raises:
+            RuntimeError: the runtime has no long-term memory.
+            ValueError: ``query`` is not a string or ``max_tokens`` is not an int
+                from 1 to 10,000,000.
         """
+        check_arg("MemoryRuntime.format_for_injection", "max_tokens", max_tokens)
         hits = self.retrieve(query, self._recorder_config.inject_limit)
         return format_for_injection(hits, max_tokens)
 

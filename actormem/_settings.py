@@ -11,22 +11,34 @@ checked; the upper ones are what the parts they feed can take (a timeout
 fits a thread wait, a count a list, a size an allocation).  Tests walk
 these tables and check that every numeric field of each config has a
 declared range.
+
+:data:`CALL_ARGS` does the same for the numbers given to one call
+(``flush(timeout=...)``, ``format_for_injection(query, max_tokens)``):
+``flush(timeout=float("nan"))`` returned at once as if everything were
+committed, ``on_idle(nan)`` raised an empty ``TimeoutError``, and
+``working_memory(-1)`` answered ``""``.  :func:`check_arg` refuses them
+with a ``ValueError`` naming the call and the parameter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypeVar
 
-from actormem.store._limits import Span, check_fields
+from actormem.store._limits import MAX_LIMIT, Span, check_fields
 
 __all__ = [
     "AGENT_ARGS",
     "AUTOCONTEXT_FIELDS",
+    "CALL_ARGS",
     "JOURNAL_FIELDS",
+    "OPENAI_ARGS",
     "UI_FIELDS",
+    "check_arg",
     "check_fields",
 ]
+
+T = TypeVar("T")
 
 _RATIO: Final = Span(0.0, 1.0, lo_open=True)
 _TIMEOUT: Final = Span(0.0, 7 * 86_400.0, lo_open=True, note="seconds, up to a week")
@@ -79,3 +91,45 @@ AGENT_ARGS: Final[Mapping[str, Span]] = {
     "inject_max_tokens": Span(1, _COUNT, integer=True),
     "model_timeout": Span(0.0, 7 * 86_400.0, lo_open=True, optional=True),
 }
+
+#: The numeric arguments of :class:`~actormem.models.openai.OpenAIChatModel`.
+OPENAI_ARGS: Final[Mapping[str, Span]] = {
+    "timeout": _TIMEOUT,
+    "total_timeout": Span(0.0, 7 * 86_400.0, lo_open=True, optional=True),
+    "max_retries": Span(0, 100, integer=True),
+    "backoff": Span(0.0, 3_600.0),
+    "max_backoff": Span(0.0, 86_400.0),
+}
+
+#: The numeric arguments of single calls of the public API, by parameter name
+#: (``MemoryRuntime.flush/on_idle/on_session_end/compress_now/close``,
+#: ``retrieve``, ``format_for_injection``, ``working_memory``, the journal's
+#: ``entries/context/sync``, the models' ``chat/stream``, the UI server's
+#: ``wait/stop``).  A timeout of ``None`` waits without a limit.
+CALL_ARGS: Final[Mapping[str, Span]] = {
+    "timeout": Span(0.0, 7 * 86_400.0, optional=True, note="seconds, up to a week"),
+    "max_tokens": Span(1, _COUNT, integer=True),
+    "limit": Span(1, MAX_LIMIT, integer=True),
+    "lookback_days": Span(1, 36_500, integer=True, optional=True),
+    # the same names where None means "the config's default" or "all"
+    "max_tokens?": Span(1, _COUNT, integer=True, optional=True),
+    "limit?": Span(0, _COUNT, integer=True, optional=True),
+}
+
+
+def check_arg(call: str, name: str, value: T, *, kind: str | None = None) -> T:
+    """Return ``value`` if it is in the range :data:`CALL_ARGS` gives ``name``.
+
+    Args:
+        call: the call, as errors name it (``"MemoryRuntime.flush"``).
+        name: the parameter.
+        value: what was given.
+        kind: the entry of :data:`CALL_ARGS` when it is not ``name``
+            (``"max_tokens?"``: ``None`` accepted).
+
+    Raises:
+        ValueError: ``"MemoryRuntime.flush(timeout=...) must be a number in
+            [0, 604800] (seconds, up to a week) or None, got nan"``.
+    """
+    CALL_ARGS[kind or name].check(value, f"{call}({name}=...)")
+    return value

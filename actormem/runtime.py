@@ -71,6 +71,7 @@ from actormem._runtime_async import AsyncTwins
 from actormem._runtime_journal import JournalCalls
 from actormem._runtime_long_term import LongTermCalls
 from actormem._runtime_tools import ToolCalls
+from actormem._settings import check_arg
 from actormem.actors._state_module import ActorStateModule
 from actormem.actors._supervisor import ActorUnavailableError, Supervisor
 from actormem.actors.autocontext import (
@@ -489,7 +490,11 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
 
         Returns:
             The outcome, or None when the context was within budget.
+
+        Raises:
+            ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
         """
+        check_arg("MemoryRuntime.compress_now", "timeout", timeout)
         result: CompressionOutcome | None = self._need_compressor().ask(CompressNow(), timeout)
         return result
 
@@ -551,7 +556,9 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
             TimeoutError: not everything was committed within ``timeout`` seconds.
             RecordingError: some turns could not be committed since the last flush
                 (the events and log say why).
+            ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
         """
+        check_arg("MemoryRuntime.flush", "timeout", timeout)
         if self._recorder is None:
             return
         tracker = self._tracker
@@ -591,7 +598,11 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
 
         Returns:
             ``{"messages", "summary_id", "promoted"}`` (empty without long-term memory).
+
+        Raises:
+            ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
         """
+        check_arg("MemoryRuntime.on_session_end", "timeout", timeout)
         self.fleeting.clear()
         self._turn_open = False
         self.turns.end()
@@ -613,7 +624,11 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
 
         Returns:
             What each action did (empty without long-term memory).
+
+        Raises:
+            ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
         """
+        check_arg("MemoryRuntime.on_idle", "timeout", timeout)
         if self._recorder is None:
             return {}
         report: dict[str, Any] = self._recorder.ask(RunMaintenance(reason="manual"), timeout)
@@ -731,7 +746,12 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
                 short ``timeout`` never drops recorded turns.  If even that is
                 exceeded, the error is logged and a store the runtime opened is
                 left open for the recorder to finish with.
+
+        Raises:
+            ValueError: ``timeout`` is not None or a number of seconds (0 to a week);
+                the runtime stays open.
         """
+        check_arg("MemoryRuntime.close", "timeout", timeout)
         if self._closed:
             return
         self._closed = True

@@ -27,6 +27,7 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
+from actormem._settings import check_arg
 from actormem.events import Event
 
 __all__ = ["EventBus"]
@@ -155,6 +156,7 @@ class EventBus:
 
     def close(self, timeout: float = 5.0) -> None:
         """Complete every subscription after it has received what was published."""
+        check_arg("EventBus.close", "timeout", timeout)
         with self._lock:
             self._closed = True
             subs, self._subs = self._subs, ()

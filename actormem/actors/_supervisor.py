@@ -181,8 +181,21 @@ class Supervisor:
         return req.reply
 
     def ask(self, cmd: Any, timeout: float | None = _DEFAULT_TIMEOUT) -> Any:
-        """Send ``cmd`` and wait for the answer (re-raising the handler's exception)."""
-        return self.request(cmd).result(timeout)
+        """Send ``cmd`` and wait for the answer (re-raising the handler's exception).
+
+        Raises:
+            TimeoutError: no answer within ``timeout`` seconds (the message says
+                which actor and command).
+        """
+        future = self.request(cmd)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            if future.done():  # the handler itself raised a TimeoutError
+                raise
+            raise TimeoutError(
+                f"actor {self.name!r} did not answer {type(cmd).__name__} within {timeout}s"
+            ) from None
 
     def _why_unavailable(self) -> str:
         return self._given_up or f"actor {self.name!r} is stopped"

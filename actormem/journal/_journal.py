@@ -38,6 +38,7 @@ import msgspec
 import structlog
 
 from actormem._door import check_json_object
+from actormem._settings import check_arg
 from actormem.compress import EstimateTokenCounter, ExtractiveSummarizer, Summarizer
 from actormem.events import (
     Event,
@@ -492,6 +493,7 @@ class Journal(StateModule):
 
     def entries(self, limit: int | None = None) -> list[LogRecord]:
         """The live (not yet compacted) log entries, oldest first (the last ``limit``)."""
+        check_arg("Journal.entries", "limit", limit, kind="limit?")
         with self._lock:
             return list(self._live if limit is None else self._live[-limit:] if limit else [])
 
@@ -627,7 +629,11 @@ class Journal(StateModule):
 
         Fits ``max_tokens`` (default ``context_max_tokens``); "" when there is
         neither an objective nor a log entry.
+
+        Raises:
+            ValueError: ``max_tokens`` is not None or an int from 1 to 10,000,000.
         """
+        check_arg("Journal.context", "max_tokens", max_tokens, kind="max_tokens?")
         budget = self.config.context_max_tokens if max_tokens is None else max_tokens
         with self._lock:
             self._sync_now()
@@ -685,7 +691,14 @@ class Journal(StateModule):
                 self._handled += 1
 
     def sync(self, timeout: float = 10.0) -> bool:
-        """Wait until every accepted event was written; False on timeout."""
+        """Wait until every accepted event was written; False on timeout.
+
+        Raises:
+            ValueError: ``timeout`` is not a number of seconds from 0 to a week.
+        """
+        check_arg("Journal.sync", "timeout", timeout)
+        if timeout is None:
+            raise ValueError("Journal.sync(timeout=...) must be a number of seconds, got None")
         end = time.monotonic() + timeout
         while True:
             with self._count_lock:
@@ -763,7 +776,11 @@ class Journal(StateModule):
 
         Returns:
             What changed (``skipped`` when the input was unchanged).
+
+        Raises:
+            ValueError: ``lookback_days`` is not None or an int from 1 to 36,500.
         """
+        check_arg("Journal.dream", "lookback_days", lookback_days)
         with self._lock:
             return run_dream(self, lookback_days, force=force)
 

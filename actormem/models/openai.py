@@ -39,6 +39,7 @@ import httpx
 import msgspec
 import structlog
 
+from actormem._settings import OPENAI_ARGS, check_arg
 from actormem.messages import MessageError, Msg, from_openai, to_openai
 from actormem.models.base import MalformedCall, MalformedToolCallError, ModelError, ToolSpec
 
@@ -128,12 +129,15 @@ class OpenAIChatModel:
             raise ValueError("base_url is required (e.g. http://localhost:8000/v1)")
         if not model:
             raise ValueError("model is required")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
-        if total_timeout is not None and total_timeout <= 0:
-            raise ValueError(f"total_timeout must be positive, got {total_timeout}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        numbers = {
+            "timeout": timeout,
+            "total_timeout": total_timeout,
+            "max_retries": max_retries,
+            "backoff": backoff,
+            "max_backoff": max_backoff,
+        }
+        for key, span in OPENAI_ARGS.items():
+            span.check(numbers[key], key)
         try:
             scheme = httpx.URL(base_url).scheme
         except httpx.InvalidURL as exc:
@@ -349,6 +353,7 @@ class OpenAIChatModel:
         return _JSON.encode(body)
 
     def _limit(self, timeout: float | None) -> float | None:
+        check_arg("OpenAIChatModel.chat", "timeout", timeout)
         return self.total_timeout if timeout is None else timeout
 
     def _request_headers(self, *, stream: bool) -> dict[str, str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -34,6 +33,7 @@ from typing import Any, TypeAlias, cast
 
 import structlog
 
+from actormem._settings import check_arg
 from actormem.messages import Msg
 from actormem.models.base import ModelError, ToolSpec
 
@@ -436,9 +436,11 @@ class ScriptedModel:
 
 
 def _deadline(timeout: float | None) -> float | None:
-    if timeout is None or math.isinf(timeout):
+    # the same range as a real model's call (a NaN or negative limit is a bug)
+    check_arg("ScriptedModel.chat", "timeout", timeout)
+    if timeout is None:
         return None
-    return time.monotonic() + max(0.0, timeout)
+    return time.monotonic() + timeout
 
 
 def _preview(msg: Msg | None, limit: int = 80) -> str:

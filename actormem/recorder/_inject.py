@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from actormem._settings import check_arg
 from actormem.compress import EstimateTokenCounter, TokenCounter
 from actormem.store import SearchHit
 
@@ -49,10 +50,9 @@ def format_for_injection(
         The block, or ``""`` when there are no hits or the budget cannot hold one.
 
     Raises:
-        ValueError: ``max_tokens`` is not a positive int.
+        ValueError: ``max_tokens`` is not an int from 1 to 10,000,000.
     """
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    check_arg("format_for_injection", "max_tokens", max_tokens)
     if not hits:
         return ""
     counter = counter or _DEFAULT_COUNTER

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pyarrow as pa
 
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
+from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     NS_COLS,
     check_limit,
@@ -197,8 +198,8 @@ class DuckDBQueries:
             include_deleted: Also list deleted and superseded memories.
         """
         check_limit(limit)
-        if not isinstance(offset, int) or offset < 0:
-            raise InvalidMemoryError("offset must be an int >= 0")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_COUNT:
+            raise InvalidMemoryError(f"offset must be an int from 0 to {MAX_COUNT}, got {offset!r}")
         where, params = _scope_sql(namespace)
         if not include_deleted:
             where += f" AND {_LIVE}"

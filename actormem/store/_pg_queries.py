@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     HISTORY_SELECT,
     NS_COLS,
@@ -163,8 +164,8 @@ class PgQueries:
     ) -> builtins.list[MemoryRecord]:
         """Memories in the scope, newest first."""
         check_limit(limit)
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise InvalidMemoryError("offset must be an int >= 0")
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_COUNT:
+            raise InvalidMemoryError(f"offset must be an int from 0 to {MAX_COUNT}, got {offset!r}")
         where, params = scope_sql(namespace)
         if not include_deleted:
             where += f" AND {PG_LIVE}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import structlog
 import uvicorn
 
+from actormem._settings import check_arg
 from actormem.store import MemoryStore
 from actormem.ui._app import AppState, build_app
 from actormem.ui._config import UIConfig, UIError, is_loopback, resolve_token
@@ -153,6 +154,7 @@ class UIServer:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the server stops (or ``timeout``); True when it stopped."""
+        check_arg("UIServer.wait", "timeout", timeout)
         if self._thread is None:
             return True
         self._thread.join(timeout)
@@ -160,6 +162,7 @@ class UIServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Close the live streams and stop serving (idempotent)."""
+        check_arg("UIServer.stop", "timeout", timeout)
         if self._state is not None:
             self._state.stopping = True
         if self._feed is not None:
