@@ -301,7 +301,7 @@ class StrictOpenAIServer:
         self.httpd.server_close()
         self._thread.join(timeout=5)
 
-    def wait_requests(self, n: int, timeout: float = 10.0) -> bool:
+    def wait_requests(self, n: int, timeout: float = 60.0) -> bool:
         """Wait until at least ``n`` requests arrived."""
         with self.started:
             return self.started.wait_for(lambda: len(self.requests) >= n, timeout)

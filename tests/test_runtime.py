@@ -140,7 +140,7 @@ def test_slow_subscriber_never_blocks_the_actor(runtime: MemoryRuntime) -> None:
     slow_seen: list[Event] = []
 
     def slow(e: Event) -> None:
-        release.wait(10)
+        release.wait(60)
         slow_seen.append(e)
 
     fast_seen: list[Event] = []

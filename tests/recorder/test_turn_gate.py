@@ -104,9 +104,9 @@ def test_a_call_abandoned_twice_falls_back_to_offline_rules(tmp_path: Path) -> N
 
         worker = threading.Thread(target=call)
         worker.start()
-        assert started.wait(10)
+        assert started.wait(60)
         gate.begin()  # the user's next turn
-        worker.join(10)
+        worker.join(60)
         assert isinstance(box.get("error"), TurnStartedError)
         assert "a conversation turn started" in str(box["error"])
         # A call waits while a turn is active; it gives up after its timeout.

@@ -208,7 +208,7 @@ def test_recorder_model_faults_fall_back_to_the_offline_extractor_and_say_so(
     ) as rt:
         ev = Events(rt)
         rt.record(_turn("I live in Lisbon and my dog is called Rex"))
-        rt.flush(15)
+        rt.flush(60)
         fallback = ev.wait_for(ModelFallback)
         assert fallback[0].component == "recorder.extraction" and fallback[0].error
         assert "offline" in fallback[0].fallback
@@ -253,12 +253,12 @@ def test_embedder_faults_fail_cleanly_and_damage_nothing(tmp_path: Path, mode: s
             ev = Events(rt)
             rt.record(_turn("I work at the observatory"))
             rt.save_fact("plan", "gold")
-            rt.flush(10)
+            rt.flush(60)
             before_count = store.count(NS)
             emb.mode = mode
             rt.record(_turn("I live in Oslo"))
             with pytest.raises(RecordingError, match="could not be committed"):
-                rt.flush(10)
+                rt.flush(60)
             assert ev.wait_for(RecordingFailed)[0].action == "not recorded"
             with pytest.raises(EmbeddingError, match="embedder 'hash-64'"):
                 rt.retrieve("observatory")
@@ -271,7 +271,7 @@ def test_embedder_faults_fail_cleanly_and_damage_nothing(tmp_path: Path, mode: s
             _alive(rt)
             emb.mode = "ok"  # the embedder heals: everything works again
             rt.record(_turn("I live in Bergen"))
-            rt.flush(10)
+            rt.flush(60)
             assert any("Bergen" in h.memory.content for h in rt.retrieve("Bergen"))
             rt.save_fact("plan", "platinum")
             assert rt.get_fact("plan") == "platinum"
@@ -341,7 +341,7 @@ def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
             ev = Events(rt)
             rt.record(_turn("I live in Riga"))
             rt.save_fact("tier", "basic")
-            rt.flush(10)
+            rt.flush(60)
             rt.retrieve("Riga")
             store.flush()
             snapshot = store.list(NS, limit=1000)
@@ -350,7 +350,7 @@ def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
             try:
                 rt.record(_turn("I live in Tallinn"))
                 with pytest.raises(RecordingError, match="No space left"):
-                    rt.flush(10)
+                    rt.flush(60)
                 assert "rolled back" in ev.wait_for(RecordingFailed)[0].error
                 with pytest.raises(StoreError, match="No space left"):
                     rt.save_fact("tier", "gold")
@@ -362,7 +362,7 @@ def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
             finally:
                 store._wcur = real
             rt.record(_turn("I live in Vilnius"))
-            rt.flush(10)
+            rt.flush(60)
             rt.save_fact("tier", "gold")
             assert rt.get_fact("tier") == "gold"
     finally:

@@ -339,13 +339,13 @@ def test_reads_leave_no_open_transaction_behind(tmp_path: Path) -> None:
             assert store.count(ns) == 1
             assert store.get(ns, mid) is not None
             done.set()
-            release.wait(10)
+            release.wait(60)
 
         done, release = threading.Event(), threading.Event()
         idle = threading.Thread(target=reads)
         idle.start()
         try:
-            assert done.wait(10)
+            assert done.wait(60)
             store.add(ns, "a later write")  # commits after the idle reader's reads
             store.update(ns, mid, content="first memory, changed")
             with store._write_lock:
