@@ -23,6 +23,10 @@ from actormem.runtime import MemoryRuntime
 __all__ = ["UsageError", "cmd_chat"]
 
 
+#: Longest --timeout accepted (the models' own limit for a call).
+_MAX_TIMEOUT = 7 * 86_400.0
+
+
 class UsageError(Exception):
     """A command line that cannot work; the CLI prints it without a traceback."""
 
@@ -118,8 +122,11 @@ def _chat_body(args: argparse.Namespace) -> dict[str, Any]:
         if not 0 <= args.temperature <= 2:
             raise UsageError(f"--temperature must be from 0 to 2, got {args.temperature}")
         extra["temperature"] = args.temperature
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {args.timeout}")
+    if not 0 < args.timeout <= _MAX_TIMEOUT:  # NaN fails this too
+        raise UsageError(
+            f"--timeout must be positive seconds up to {_MAX_TIMEOUT:g} (a week), "
+            f"got {args.timeout}"
+        )
     return extra
 
 

@@ -180,6 +180,9 @@ def test_chat_sends_max_tokens_temperature_and_extra_body(tmp_path: Path) -> Non
         (("--temperature", "7"), "--temperature must be from 0 to 2"),
         (("--max-tokens", "-1"), "--max-tokens must be >= 0"),
         (("--timeout", "0"), "--timeout must be positive"),
+        (("--timeout", "nan"), "--timeout must be positive"),
+        (("--timeout", "inf"), "--timeout must be positive"),
+        (("--temperature", "nan"), "--temperature must be from 0 to 2"),
     ],
 )
 def test_chat_bad_request_flags_are_one_clear_line(
