@@ -14,6 +14,9 @@ Tables (all in the connection's ``search_path`` schema):
 * ``activity_log``, ``log_compactions``, ``journal_state`` -- the journal's
   tables (:mod:`actormem.journal`), keyed by the concrete namespace.
 * ``store_meta`` (embedder name and dimension) and ``schema_version``.
+* ``scope_stats`` / ``term_stats`` (BM25 statistics per concrete namespace),
+  ``postings`` / ``term_bounds`` (the keyword side's index and its bounds),
+  all kept by statement-level triggers on ``memories``; ``vector_indexes``.
 
 Indexes: a partial btree over the live rows' namespace columns and content
 hash (exact-duplicate lookups, and the scan a tenant's search runs), a
@@ -44,8 +47,9 @@ log = structlog.get_logger(__name__)
 #: Version history: **1** -- the tables above; **2** -- ``memories.seq``, the order
 #: rows were added in (neighbouring episodes as search context); **3** -- the
 #: keyword statistics ``scope_stats`` / ``term_stats`` kept by triggers, the
-#: episodes' neighbour index and ``vector_indexes``.
-PG_SCHEMA_VERSION: Final = 3
+#: episodes' neighbour index and ``vector_indexes``; **4** -- ``postings``, one row per
+#: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`).
+PG_SCHEMA_VERSION: Final = 4
 
 #: The advisory lock taken while creating or migrating the schema.
 _MIGRATE_LOCK: Final = "actormem.store.schema"
@@ -284,11 +288,131 @@ def _add_stats(conn: Any, dim: int) -> None:
     )
 
 
+_POSTED: Final = f"{_NS}, id, doclen, terms, tfs"
+# an update's rows whose postings go (``_GONE``) or come (``_CAME``)
+_SAME: Final = """(n.terms, n.tfs, n.doclen, n.user_id, n.agent_id, n.run_id, n.session_id)
+        IS NOT DISTINCT FROM
+        (o.terms, o.tfs, o.doclen, o.user_id, o.agent_id, o.run_id, o.session_id)"""
+_GONE: Final = f"""o.deleted_at IS NULL AND o.superseded_by IS NULL AND NOT (
+        n.deleted_at IS NULL AND n.superseded_by IS NULL AND {_SAME})"""
+_CAME: Final = f"""n.deleted_at IS NULL AND n.superseded_by IS NULL AND NOT (
+        o.deleted_at IS NULL AND o.superseded_by IS NULL AND {_SAME})"""
+
+
+def _post_sql(rows: str) -> str:
+    return (
+        f"INSERT INTO postings (term, {_NS}, id, tf, doclen) "
+        f"SELECT u.term, {_NS}, r.id, u.tf, r.doclen FROM ({rows}) AS r, "
+        "unnest(r.terms, r.tfs) AS u(term, tf)"
+    )
+
+
+def _bound_sql(rows: str) -> str:
+    # only ever raised: a bound that a deletion left loose is still a bound
+    return (
+        f"INSERT INTO term_bounds AS b (term, {_NS}, max_tf, min_doclen) "
+        f"SELECT u.term, {_NS}, max(u.tf), min(r.doclen) FROM ({rows}) AS r, "
+        f"unnest(r.terms, r.tfs) AS u(term, tf) GROUP BY u.term, {_NS} "
+        f"ORDER BY u.term, {_NS} ON CONFLICT (term, {_NS}) DO UPDATE SET "
+        "max_tf = greatest(b.max_tf, excluded.max_tf), "
+        "min_doclen = least(b.min_doclen, excluded.min_doclen) "
+        "WHERE b.max_tf < excluded.max_tf OR b.min_doclen > excluded.min_doclen"
+    )
+
+
+def _unpost_sql(rows: str) -> str:
+    return (
+        f"DELETE FROM postings p USING (SELECT u.term, {_NS}, r.id FROM ({rows}) AS r, "
+        "unnest(r.terms) AS u(term)) AS d WHERE p.term = d.term AND p.user_id = d.user_id "
+        "AND p.agent_id = d.agent_id AND p.run_id = d.run_id AND p.session_id = d.session_id "
+        "AND p.id = d.id"
+    )
+
+
+def _add_postings(conn: Any, dim: int) -> None:
+    """The keyword side's index: ``postings``, one row per (live memory, distinct term).
+
+    Each row holds the term, the memory's concrete namespace and id, the term's
+    count in it and its length: everything BM25 needs, so a search scores a
+    term's memories from the btree alone (an index-only scan ordered by term
+    and namespace) instead of reading every memory that holds a query term
+    (:mod:`actormem.store._pg_search`).  Statement-level triggers beside the
+    statistics' ones keep it equal to the live rows in the writing
+    transaction (``COPY`` included): a row that goes live posts its terms, one
+    that is deleted, superseded, rewritten or moved takes them back.
+
+    ``term_bounds`` holds, per term and concrete namespace, the largest count
+    and the shortest length of a memory that ever held it: upper bounds of a
+    term's BM25 contribution, which let a large scope's search skip the
+    postings of common terms that cannot change its top rows
+    (:mod:`actormem.store._pg_keyword`).  Deletions leave them as they are (a
+    looser bound is still a bound).
+    """
+    conn.execute(
+        """
+        CREATE TABLE postings (
+            term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
+            run_id text NOT NULL, session_id text NOT NULL, id text NOT NULL,
+            tf integer NOT NULL, doclen integer NOT NULL)"""
+    )
+    conn.execute(
+        f"""
+        CREATE TABLE term_bounds (
+            term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
+            run_id text NOT NULL, session_id text NOT NULL, max_tf integer NOT NULL,
+            min_doclen integer NOT NULL, PRIMARY KEY (term, {_NS}))"""
+    )
+    conn.execute(_post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+    conn.execute(_bound_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+    conn.execute(f"CREATE INDEX postings_key ON postings (term, {_NS}, id) INCLUDE (tf, doclen)")
+    live_new = f"SELECT {_POSTED} FROM new_rows WHERE {_LIVE}"
+    live_old = f"SELECT {_POSTED} FROM old_rows WHERE {_LIVE}"
+    came = (
+        "SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.id, n.doclen, n.terms, "
+        f"n.tfs FROM new_rows n JOIN old_rows o USING (id) WHERE {_CAME}"
+    )
+    bodies = {
+        "insert": _post_sql(live_new) + ";\n" + _bound_sql(live_new) + ";",
+        "delete": _unpost_sql(live_old) + ";",
+        "update": _unpost_sql(
+            "SELECT o.user_id, o.agent_id, o.run_id, o.session_id, o.id, o.doclen, o.terms, "
+            f"o.tfs FROM new_rows n JOIN old_rows o USING (id) WHERE {_GONE}"
+        )
+        + ";\n"
+        + _post_sql(came)
+        + ";\n"
+        + _bound_sql(came)
+        + ";",
+    }
+    tables = {
+        "insert": "NEW TABLE AS new_rows",
+        "delete": "OLD TABLE AS old_rows",
+        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    }
+    for op, body in bodies.items():
+        conn.execute(
+            f"""
+            CREATE FUNCTION actormem_postings_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+            BEGIN
+                {body}
+                RETURN NULL;
+            END $fn$"""
+        )
+        conn.execute(
+            f"CREATE TRIGGER memories_postings_{op} AFTER {op.upper()} ON memories "
+            f"REFERENCING {tables[op]} FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION actormem_postings_{op}()"
+        )
+    conn.execute("ANALYZE postings")
+    conn.execute("ANALYZE term_bounds")
+
+
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).
 MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     0: _create_v1,
     1: _add_seq,
     2: _add_stats,
+    3: _add_postings,
 }
 
 

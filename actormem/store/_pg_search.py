@@ -29,21 +29,32 @@ Vector side
 Keyword side
     BM25 with the DuckDB backend's tokenizer and formula
     (:func:`~actormem.store._index.tokenize`, ``SearchConfig.bm25_k1`` /
-    ``bm25_b``), computed only for the rows that hold a query term (GIN index
-    on ``terms``), from their stored ``terms`` / ``tfs`` / ``doclen``.  The
-    cost follows the matching rows, not the scope.  A scope of at most
-    :data:`SMALL_SCOPE` rows is read through its btree instead (GIN would
-    walk every row of the table that holds a common query term).
+    ``bm25_b``), computed from ``postings`` (one row per live memory and
+    term, kept by triggers: :mod:`actormem.store._pg_schema`): an index-only
+    scan of each query term's postings inside the scope, summed per memory.
+    The cost follows the postings of the query's terms, not the scope's rows.
+    In a scope this process has seen holding more than :data:`SMALL_SCOPE`
+    rows, the best rows are found beforehand by
+    :func:`~actormem.store._pg_keyword.keyword_top`, which skips the postings
+    of common terms that cannot change them (exact, a few more statements)
+    and passes them in.  A search with filters on other columns (kinds, tags,
+    dates, importance) scores the rows themselves from their stored
+    ``terms`` / ``tfs`` / ``doclen``: a small scope through its btree, a
+    large one through the GIN index on ``terms``.
 
 Neighbouring episodes as context
     When the search blends episodes with their neighbours
-    (``SearchConfig.context_*``) and the scope holds episodes, every row of
-    the (filtered) scope is scored and blended in a window over each concrete
-    namespace's episodes in ``seq`` order -- the DuckDB index's formula -- and
-    the best ``pool`` of each retriever are picked.  That branch reads the
-    whole scope; a scope without episodes never takes it.  Both branches are
-    in the one statement, gated by the statistics (a gate that is false skips
-    its scans).
+    (``SearchConfig.context_*``) and the scope holds episodes, the candidates
+    of both retrievers are taken as above, then for each candidate episode up
+    to 3 episodes before and after it in its concrete namespace (``seq``
+    order, the episodes' index); those rows are scored and blended in a
+    window, the DuckDB index's formula, and the blends that are complete
+    (the candidates, the episode before and the two after each) are ranked,
+    the best ``pool`` of each retriever kept.  DuckDB blends every episode of
+    the scope: an episode none of whose neighbours is a candidate can rank
+    there and not here; ``test_context_blends_neighbours_of_the_candidates_like_duckdb``
+    and the LoCoMo recall bound that difference.  A scope without episodes
+    skips the branch (a gate in the statement).
 
 The candidates come back with their rows, exact cosine and BM25, and
 :func:`~actormem.store._ranking.rank_candidates` does the fusion, the
@@ -214,6 +225,7 @@ def collect(
     *,
     ann: str | None = None,
     context: tuple[float, float, float] | None = None,
+    kw_given: tuple[list[str], list[float]] | None = None,
 ) -> Candidates:
     """Find the candidates of one search on ``conn`` in one statement (module docstring).
 
@@ -232,6 +244,8 @@ def collect(
             values, when the scope has a ready one (used without filters).
         context: ``(prev, next, prev2)`` weights of neighbouring episodes,
             or ``None``.
+        kw_given: The keyword side's best rows and scores, found beforehand
+            (:func:`~actormem.store._pg_keyword.keyword_top`, large scopes).
     """
     out = Candidates()
     cond = filters_sql(scope, filters)
@@ -281,23 +295,45 @@ def collect(
         if ann is not None and filters is None:
             s.add(
                 "vc AS (SELECT id, embedding <=> %s AS d FROM memories "
-                f"WHERE {ann} AND NOT (SELECT ctx FROM cfg) ORDER BY d LIMIT %s), ",
+                f"WHERE {ann} ORDER BY d LIMIT %s), ",
                 qvec,
                 pool,
             )
         else:
             s.add(
                 "vc AS (SELECT id, (embedding <=> %s) + 0 AS d FROM memories "
-                f"WHERE {where} AND NOT (SELECT ctx FROM cfg) ORDER BY d, id LIMIT %s), ",
+                f"WHERE {where} ORDER BY d, id LIMIT %s), ",
                 qvec,
                 *wparams,
                 pool,
             )
     else:
         s.add("vc AS (SELECT NULL::text AS id, 0::float8 AS d WHERE false), ")
-    if kw_on:
-        # A small scope is read whole through its btree (the GIN index would walk
-        # every row of the table holding a common term); a large one through GIN.
+    if kw_on and kw_given is not None:
+        s.add(
+            "kw AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS g(id, k)), ",
+            kw_given[0],
+            kw_given[1],
+        )
+    elif kw_on and filters is None:
+        # every row of the scope holding a query term, scored from its postings alone
+        pw, pparams = scope_sql(scope, "p.")
+        c1 = float(k1 * (1.0 - b))
+        s.add(
+            # the norm added as one term, as _bm25 does (same rounding, same ties)
+            "kw AS (SELECT p.id, sum(q.w * p.tf / (p.tf + ("
+            f"{c1!r}::float8 + (SELECT c2 FROM w) * p.doclen))) AS k "
+            "FROM unnest(%s::text[], (SELECT wt FROM w)) AS q(term, w) "
+            f"JOIN postings p ON p.term = q.term WHERE {pw} "
+            "GROUP BY p.id ORDER BY k DESC, p.id LIMIT %s), ",
+            qterms,
+            *pparams,
+            pool,
+        )
+    elif kw_on:
+        # with filters on other columns: the rows themselves.  A small scope is read
+        # whole through its btree (the GIN index would walk every row of the table
+        # holding a common term); a large one through GIN.
         s.add("kw AS (")
         for i, (match, gate) in enumerate(
             (("terms && %s::text[]", "NOT"), ("(terms && %s::text[]) IS TRUE", ""))
@@ -305,7 +341,7 @@ def collect(
             s.add(" UNION ALL (SELECT id, " if i else "(SELECT id, ")
             _bm25(s, qterms, k1, b)
             s.add(
-                f" AS k FROM memories WHERE {where} AND {match} AND NOT (SELECT ctx FROM cfg) "
+                f" AS k FROM memories WHERE {where} AND {match} "
                 f"AND {gate} (SELECT small FROM cfg) ORDER BY k DESC, id LIMIT %s)",
                 *wparams,
                 qterms,
@@ -320,13 +356,42 @@ def collect(
         "(SELECT id, row_number() OVER (ORDER BY k DESC, id) AS r FROM kw WHERE k > 0) k "
         "USING (id)), "
     )
-    # -- context branch: every row of the scope, blended with its neighbours ----------
+    # -- context branch: the candidates' neighbourhoods, blended ------------------------
     if ctx_on:
         assert context is not None
+        # the candidate episodes, then up to 3 episodes before and after each (same
+        # namespace and filters, ``seq`` order, through the episodes' index); a row's
+        # blend reads its previous, next and second previous episode, so the blends of
+        # the candidates and of the rows 1 before and 1-2 after them are complete
+        s.add(
+            "c0 AS MATERIALIZED (SELECT id FROM vc UNION SELECT id FROM kw), "
+            f"ce AS MATERIALIZED (SELECT id, {_NS}, seq FROM memories "
+            "WHERE id = ANY((SELECT coalesce(array_agg(id), '{}') FROM c0)::text[]) "
+            f"AND kind = '{_EPISODE}' AND (SELECT ctx FROM cfg)), "
+            "nb AS MATERIALIZED (SELECT z.id, bool_or(z.o BETWEEN -1 AND 2) AS trusted "
+            "FROM ce, LATERAL ("
+            "(SELECT id, -row_number() OVER (ORDER BY seq DESC) AS o FROM (SELECT id, seq "
+            "FROM memories e WHERE e.user_id = ce.user_id AND e.agent_id = ce.agent_id "
+            "AND e.run_id = ce.run_id AND e.session_id = ce.session_id "
+            f"AND e.kind = '{_EPISODE}' AND e.seq < ce.seq AND {where} "
+            "ORDER BY e.seq DESC LIMIT 3) b) UNION ALL "
+            "(SELECT id, row_number() OVER (ORDER BY seq) AS o FROM (SELECT id, seq "
+            "FROM memories e WHERE e.user_id = ce.user_id AND e.agent_id = ce.agent_id "
+            "AND e.run_id = ce.run_id AND e.session_id = ce.session_id "
+            f"AND e.kind = '{_EPISODE}' AND e.seq > ce.seq AND {where} "
+            "ORDER BY e.seq LIMIT 3) a) UNION ALL SELECT ce.id, 0) AS z GROUP BY z.id), "
+            "ca AS MATERIALIZED (SELECT coalesce(array_agg(id), '{}') AS ids FROM "
+            "(SELECT id FROM nb UNION SELECT id FROM c0 WHERE (SELECT ctx FROM cfg)) u), ",
+            *wparams,
+            *wparams,
+        )
         cos = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
         s.add(f"cs AS (SELECT id, kind, {_NS}, seq, {cos} AS c, ", *([qvec] if vec_on else []))
         _bm25(s, qterms if kw_on else [], k1, b)
-        s.add(f" AS k FROM memories WHERE {where} AND (SELECT ctx FROM cfg)), ", *wparams)
+        s.add(
+            f" AS k FROM memories WHERE id = ANY((SELECT ids FROM ca)::text[]) AND {where}), ",
+            *wparams,
+        )
         wp, wn, w2 = (float(context[0]), float(context[1]), float(context[2]))
 
         def blend(own: str) -> str:
@@ -344,8 +409,11 @@ def collect(
         s.add(
             f"cl AS (SELECT id, {blend('c')} AS bc, {blend('k')} AS bk FROM cs "
             f"WINDOW w AS (PARTITION BY {_NS}, kind = '{_EPISODE}' ORDER BY seq)), "
+            # only complete blends: candidates (facts included) and trusted neighbours
+            "ct AS (SELECT cl.* FROM cl LEFT JOIN nb USING (id) WHERE coalesce(nb.trusted, "
+            "true)), "
             "cr AS (SELECT id, bc, bk, row_number() OVER (ORDER BY bc DESC, id) AS vr, "
-            "row_number() OVER (ORDER BY bk DESC, id) AS kr FROM cl), "
+            "row_number() OVER (ORDER BY bk DESC, id) AS kr FROM ct), "
             "cx AS (SELECT id, bc, bk, CASE WHEN %s AND vr <= %s THEN vr END AS vr, "
             "CASE WHEN %s AND bk > 0 AND kr <= %s THEN kr END AS kr FROM cr), ",
             vec_on,
@@ -355,7 +423,7 @@ def collect(
         )
         s.add(
             "x AS MATERIALIZED (SELECT id, vr, kr, NULL::float8 AS bc, NULL::float8 AS bk FROM pc "
-            "UNION ALL SELECT id, vr, kr, bc, bk FROM cx "
+            "WHERE NOT (SELECT ctx FROM cfg) UNION ALL SELECT id, vr, kr, bc, bk FROM cx "
             "WHERE vr IS NOT NULL OR kr IS NOT NULL), "
         )
     else:

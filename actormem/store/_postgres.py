@@ -75,11 +75,12 @@ import structlog
 from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
 from actormem.store._limits import STORE_SETTINGS
-from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes
+from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scope_text
 from actormem.store._pg_conn import first_line, is_lost, redacted
+from actormem.store._pg_keyword import keyword_top
 from actormem.store._pg_queries import PG_LIVE, PgQueries, scope_sql
 from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
-from actormem.store._pg_search import collect
+from actormem.store._pg_search import SMALL_SCOPE, Candidates, collect
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
     copy_history,
@@ -216,6 +217,7 @@ class PostgresStore(PgQueries, StoreBase):
         self._prepare_database()
         self._pool: Any = self._new_pool()
         self._ann = AnnIndexes(self._connect, self.url, hnsw_min_rows)
+        self._scope_docs: dict[str, int] = {}  # live rows of the large scopes searched
         try:
             self._read("open", self._ann.refresh)
             self.last_reembed: ReembedReport | None = None
@@ -656,9 +658,13 @@ class PostgresStore(PgQueries, StoreBase):
         wp, wn, w2 = cfg.context_prev_weight, cfg.context_next_weight, cfg.context_prev2_weight
         context = (wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None
         ann = self._ann.predicate(scope) if use_vec and filters is None else None
-        cands = self._read(
-            "search",
-            lambda conn: collect(
+        key = scope_text(scope)
+        # a scope this process saw large: its keyword side is pruned beforehand
+        large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
+
+        def run(conn: Any) -> Candidates:
+            given = keyword_top(conn, scope, terms, pool, k1, b)[:2] if large else None
+            return collect(
                 conn,
                 scope,
                 filters,
@@ -671,8 +677,14 @@ class PostgresStore(PgQueries, StoreBase):
                 b,
                 ann=ann,
                 context=context,
-            ),
-        )
+                kw_given=given,
+            )
+
+        cands = self._read("search", run)
+        if cands.rows and cands.n_docs > SMALL_SCOPE:  # only large scopes are remembered
+            self._scope_docs[key] = cands.n_docs
+        elif cands.rows:
+            self._scope_docs.pop(key, None)
         if use_vec and filters is None and ann is None:
             self._ann.consider(scope, cands.n_docs)
         if not cands.rows:
