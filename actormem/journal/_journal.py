@@ -193,6 +193,10 @@ class Journal(StateModule):
         self.model = model
         self._publish = publish or (lambda e: None)
         self._lock = threading.RLock()
+        # The daily journal (day files, ``_days``) has its own lock: the event
+        # thread's store reads and fsynced appends never hold up NOW/LOG on the
+        # agent's turn.  Order: ``_lock`` before ``_day_lock``.
+        self._day_lock = threading.RLock()
         self._counter = EstimateTokenCounter()
         self._summarizer: Summarizer = self._make_summarizer(model)
         self._count_lock = threading.Lock()  # never held while writing: accept() runs on actors
@@ -684,7 +688,7 @@ class Journal(StateModule):
         """Append the memories a ``MemoryRecorded`` event committed to today's journal."""
         try:
             if isinstance(event, MemoryRecorded):
-                with self._lock:
+                with self._day_lock:
                     self._journal_records(event.ids, event.ts)
         finally:
             with self._count_lock:
@@ -762,7 +766,7 @@ class Journal(StateModule):
 
     def read_day(self, day: str | dt.date | None = None) -> str:
         """The journal text of ``day`` (default today); "" when there is none."""
-        with self._lock:
+        with self._day_lock:
             return read_text(self.day_path(day or self.today())) or ""
 
     # -- deep dream and MEMORY.md -------------------------------------------------------------
@@ -781,12 +785,12 @@ class Journal(StateModule):
             ValueError: ``lookback_days`` is not None or an int from 1 to 36,500.
         """
         check_arg("Journal.dream", "lookback_days", lookback_days)
-        with self._lock:
+        with self._lock, self._day_lock:
             return run_dream(self, lookback_days, force=force)
 
     def dream_if_due(self) -> DreamReport | None:
         """Dream when ``dream_interval_seconds`` have passed since the last one (on_idle)."""
-        with self._lock:
+        with self._lock, self._day_lock:
             state = self._store.journal_state(self.namespace)
             if not dream_due(state, self.config.clock(), self.config.dream_interval_seconds):
                 return None

@@ -3,11 +3,18 @@
 Storage
     One DuckDB file is the store of record (``memories``, ``history``,
     ``schema_version``, ``store_meta``; see :mod:`actormem.store._schema`).
-    A small write (a single memory, a group commit of up to 8) is one DuckDB
-    call of literal SQL (``BEGIN; ...; COMMIT``); larger batches go as Arrow
-    tables (``INSERT ... SELECT`` from a registered table) -- never
-    ``executemany``.  Every write is one transaction: when a write method
-    returns, it is committed.
+    A small write (a single memory, a keyed fact, a group commit of up to 8
+    inserts, the journal's tables) is acknowledged once its record is synced
+    in the store's own log, ``<db>.acklog``
+    (:mod:`~actormem.store._acklog`, :mod:`~actormem.store._duckdb_logged`):
+    when the write method returns it is on disk and in the index, and a
+    background applier moves pending records into DuckDB in one transaction
+    (one literal ``BEGIN; ...; COMMIT`` call, the inserts as one Arrow table
+    when there are many).  Every read that goes to DuckDB and every direct
+    write applies the pending records first; at open, records DuckDB lacks
+    are replayed.  Larger batches are committed directly, as Arrow tables
+    (``INSERT ... SELECT`` from a registered table) -- never
+    ``executemany``; when such a write returns, it is committed.
 
 Search
     A :class:`~actormem.store._index.MemoryIndex` in RAM holds the live
@@ -72,8 +79,10 @@ import structlog
 
 from actormem._special_files import check_regular
 from actormem.models.base import Embedder
+from actormem.store._acklog import AckLog, replay
 from actormem.store._base import Plan, StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
+from actormem.store._duckdb_logged import DuckDBLogged
 from actormem.store._duckdb_open import DuckDBOpening
 from actormem.store._duckdb_queries import DuckDBQueries, _one, _scope_sql
 from actormem.store._duckdb_rows import (
@@ -168,7 +177,7 @@ def _locked_message(path: str, cause: str) -> str:
     )
 
 
-class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
+class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
     """Long-term memory in one DuckDB file with an in-memory hybrid index.
 
     Example:
@@ -294,6 +303,7 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
                 check_regular(part, what, StoreError)
             file.parent.mkdir(parents=True, exist_ok=True)
         self._commits = CommitRecord(self.path) if self.path != ":memory:" else None
+        self._init_logged(AckLog(self.path) if self.path != ":memory:" else None)
         self._store_id, self._seq = "", 0
         #: Acknowledged commits found missing on open (``on_lost_commits="warn"``).
         self.lost_commits = 0
@@ -312,6 +322,8 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             # every few batches and cut batched ingest by a factor of two.
             self._wcur.execute(f"SET checkpoint_threshold = '{checkpoint_mb}MB'")
             recorded = None
+            if self._acklog is not None:  # acknowledged writes DuckDB lacks, first
+                replay(self._wcur, self._acklog, self.path)
             if self._commits is not None:  # before anything is written to the file
                 recorded, self.lost_commits = check_commits(
                     self._wcur, self._commits, self.path, on_lost_commits
@@ -324,16 +336,21 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             self.last_reembed: ReembedReport | None = None
             self._check_embedder(on_embedder_mismatch, progress)
             self._open_index(progress)
+            if self._acklog is not None:  # every record it held is in DuckDB now
+                self._acklog.start(self._store_id)
             self._keep_private()
         except BaseException as exc:
             with suppress(duckdb.Error):
                 self._con.close()
             if self._commits is not None:
                 self._commits.close()
+            if self._acklog is not None:
+                self._acklog.close(remove=False)
             if isinstance(exc, duckdb.Error):  # a damaged file: name it, not a raw duckdb error
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
         self._start_flusher(touch_flush_interval, f"actormem-store-flush:{Path(self.path).name}")
+        self._start_applier()
         self._warmer: threading.Thread | None = None
         if getattr(self._embedder, "warm_on_open", False):  # local models; never a network call
             self._warmer = threading.Thread(
@@ -436,6 +453,7 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
         and Python overhead.  A failing statement leaves the transaction open
         and aborted; it is rolled back.  The caller holds the writer lock.
         """
+        self._drain()
         cur = self._wcur
         script = ";\n".join(["BEGIN TRANSACTION", *statements, self._seq_sql(), "COMMIT"])
         try:
@@ -456,8 +474,15 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             return
         _OPEN_STORES.discard(self)
         self._stop_flusher()
+        self._stop_applier()
         self._join_warmer()
         with self._write_lock:
+            applied = True
+            try:
+                self._drain()
+            except StoreError as exc:  # they stay in the log: the next open replays them
+                applied = False
+                log.error("store.apply_failed_on_close", path=self.path, error=str(exc))
             try:
                 self._flush_touches(self._wcur, own_txn=True)
             except duckdb.Error as exc:  # pragma: no cover - disk failure on close
@@ -467,6 +492,9 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             # no store thread outlives close(): the key maps' build after a snapshot load
             self._index._await_maps()
             self._closed = True
+            if self._acur is not None:
+                with suppress(duckdb.Error):
+                    self._acur.close()
             with self._cursors_lock:
                 for _, cur in self._cursors:
                     with suppress(duckdb.Error):
@@ -479,6 +507,8 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             self._con.close()
             if self._commits is not None:
                 self._commits.close()
+            if self._acklog is not None:
+                self._acklog.close(remove=applied)
         self._keep_private()
         log.info("store.closed", path=self.path)
 
@@ -496,8 +526,9 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
         return self._seq
 
     def _reader(self) -> Any:
-        """This thread's read cursor."""
+        """This thread's read cursor (acknowledged writes applied to DuckDB first)."""
         self._check_open()
+        self._drain_locked()
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self._con.cursor()
@@ -517,12 +548,15 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
         return cur
 
     def flush(self) -> None:
-        """Write pending access counters to the file now."""
+        """Write pending access counters and acknowledged writes to the file now."""
         with self._write_lock:
             self._check_open()
+            self._drain()
             self._flush_touches(self._wcur, own_txn=True)
 
     def _flush_touches(self, cur: Any, *, own_txn: bool) -> int:
+        if own_txn:
+            self._drain()
         pending = self._take_pending()
         if not pending:
             return 0
@@ -594,6 +628,7 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
             return out
 
     def _exists(self, mid: str) -> bool:
+        self._drain()
         row = _one(self._wcur, "SELECT 1 FROM memories WHERE id = ?", [mid])
         return row is not None
 
@@ -607,6 +642,17 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
         """
         if not (batch.inserts or batch.changes or batch.history):
             return
+        entry = self._log_entry(batch, now) if self._acklog is not None else None
+        if entry is not None:  # durable once synced in the log; DuckDB gets it later
+            self._append_logged(entry)
+            try:
+                self._apply_to_index(batch)
+            except Exception as exc:  # keep the index in step with the file no matter what
+                log.error("store.index_apply_failed", path=self.path, error=str(exc))
+                self._drain()
+                self._rebuild_index()
+            return
+        self._drain()
         prepared: Prepared | None = None
         if len(batch.inserts) >= 512:
             # The Arrow tables are built here first, so the writer thread runs
@@ -801,6 +847,7 @@ class DuckDBStore(DuckDBOpening, DuckDBQueries, StoreBase):
         The caller holds the writer lock (possibly on another thread: batched
         writes commit on the writer pool while the caller's thread holds it).
         """
+        self._drain()
         cur = self._wcur
         try:
             cur.execute("BEGIN TRANSACTION")

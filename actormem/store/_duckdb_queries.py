@@ -141,6 +141,10 @@ class DuckDBQueries:
 
         def _run_script(self, what: str, statements: builtins.list[str]) -> None: ...
 
+        def _drain(self) -> None: ...
+
+        def _write_script(self, what: str, statements: builtins.list[str]) -> None: ...
+
         _write_lock: threading.RLock
         _wcur: Any
         #: The last ``seq`` of each namespace's activity log (see :meth:`journal_write`).
@@ -163,11 +167,11 @@ class DuckDBQueries:
         if not isinstance(memory_id, str):
             raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
         where, params = _scope_sql(namespace)
-        if not include_deleted:
-            # The index holds every live memory, updated before a write returns:
-            # a dict lookup instead of a query (keyed facts read this way).
-            self._check_open()
-            rec = self._indexed_record(memory_id)
+        # The index holds every live memory, updated before a write returns:
+        # a dict lookup instead of a query (keyed facts read this way).
+        self._check_open()
+        rec = self._indexed_record(memory_id)
+        if rec is not None or not include_deleted:
             return rec if rec is not None and namespace.contains(rec.namespace) else None
         live = ""
         row = _one(
@@ -584,14 +588,15 @@ class DuckDBQueries:
             first = self._log_seqs.get(ns_key)
             if first is None:
                 sql = f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}"
+                self._drain()
                 row = _one(self._wcur, sql, params)
                 first = int(row[0]) if row else 0
             try:  # literals, not parameters (see actormem.store._duckdb_sql): one call
                 script = statements(first)
             except UnsafeLiteral:  # e.g. a NUL character: bound parameters
                 self._run_txn("journal write", bound(first))
-            else:
-                self._run_script("journal write", script)
+            else:  # acknowledged once in the store's log (see actormem.store._acklog)
+                self._write_script("journal write", script)
             self._log_seqs[ns_key] = first + len(rows)
         return [
             LogRecord(
@@ -641,15 +646,18 @@ class DuckDBQueries:
             statement = None
 
         def write(cur: Any) -> None:
-            if statement is not None:
-                cur.execute(statement)
-                return
             for key, value in values.items():
                 cur.execute(
                     upsert.format("?, ?, ?, ?, ?, ?, make_timestamp(?)"), [*params, key, value, now]
                 )
 
-        self._write_txn("journal state write", write)
+        if statement is None:
+            if values:
+                self._write_txn("journal state write", write)
+            return
+        with self._write_lock:
+            self._check_open()
+            self._write_script("journal state write", [statement])
 
     # -- analytics ------------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from actormem.store._records import Batch, Change, json_text, strs_json, us
 from actormem.store._types import MemoryRecord, Namespace
 
 __all__ = [
+    "HISTORY_HEAD",
+    "INSERT_HEAD",
     "LITERAL_INSERTS",
     "SMALL_BATCH",
     "Tables",
@@ -32,8 +34,10 @@ __all__ = [
     "execute_insert",
     "history_sql",
     "history_table",
+    "history_values",
     "insert_sql",
     "insert_table",
+    "insert_values",
     "small_statements",
     "touches_sql",
     "ts_array",
@@ -225,11 +229,34 @@ def _ts_lit(value: float | None) -> str:
     return "NULL" if value is None else f"make_timestamp({us(value)})"
 
 
+#: The head of a literal insert of memories; :func:`insert_values` gives its rows.
+INSERT_HEAD = (
+    "INSERT INTO memories (id, user_id, agent_id, run_id, session_id, kind, content, "
+    "content_hash, embedding, importance, tags, source_ids, created_at, updated_at, "
+    "last_accessed, access_count, superseded_by, deleted_at, metadata) VALUES "
+)
+
+#: The head of a literal insert of history rows; :func:`history_values` gives its rows.
+HISTORY_HEAD = (
+    "INSERT INTO history (id, memory_id, user_id, agent_id, run_id, session_id, op, "
+    "old_content, new_content, ts, reason) VALUES "
+)
+
+
 def insert_sql(dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32]) -> str:
     """An ``INSERT ... VALUES`` of ``records`` with literal values.
 
     Raises:
         UnsafeLiteral: A value cannot be written as a literal (use :func:`insert_table`).
+    """
+    return INSERT_HEAD + ", ".join(insert_values(dim, records, vectors))
+
+
+def insert_values(dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32]) -> list[str]:
+    """The ``(...)`` rows of :func:`insert_sql`.
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
     """
     rows = []
     for r, v in zip(records, vectors, strict=True):
@@ -259,12 +286,7 @@ def insert_sql(dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32]
                 ]
             )
         )
-    return (
-        "INSERT INTO memories (id, user_id, agent_id, run_id, session_id, kind, content, "
-        "content_hash, embedding, importance, tags, source_ids, created_at, updated_at, "
-        "last_accessed, access_count, superseded_by, deleted_at, metadata) VALUES "
-        + ", ".join(rows)
-    )
+    return rows
 
 
 def update_sql(dim: int, change: Change) -> str:
@@ -300,6 +322,17 @@ def history_sql(
     Raises:
         UnsafeLiteral: A value cannot be written as a literal.
     """
+    return HISTORY_HEAD + ", ".join(history_values(rows, now))
+
+
+def history_values(
+    rows: Sequence[tuple[str, Namespace, str, str | None, str | None, str]], now: float
+) -> list[str]:
+    """The ``(...)`` rows of :func:`history_sql` (ids unique per call).
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
     prefix = uuid.uuid4().hex
     values = []
     for i, (mid, ns, op, old, new, reason) in enumerate(rows):
@@ -321,10 +354,7 @@ def history_sql(
                 ]
             )
         )
-    return (
-        "INSERT INTO history (id, memory_id, user_id, agent_id, run_id, session_id, op, "
-        "old_content, new_content, ts, reason) VALUES " + ", ".join(values)
-    )
+    return values
 
 
 #: Inserts up to this many rows carry their vectors as literals; larger ones go

@@ -46,6 +46,7 @@ class IndexView:
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         # An Arrow table, not a list parameter: binding a Python list of 5,000
         # strings cost DuckDB's binding ~7 s (a module lookup per item).
+        self._store._drain()
         cur = self._store._wcur
         cur.register("_ids", pa.table({"id": pa.array(list(ids), type=pa.string())}))
         try:

@@ -12,8 +12,10 @@ planned against an index that holds every earlier commit of its namespace
 (duplicate detection, merges and caps stay exact); writes without a
 namespace (maintenance over a scope, imports) never share a transaction.
 
-What "acknowledged" means does not change: a write returns only after the
-transaction that holds it has committed (its WAL record synced).  If a
+What "acknowledged" means does not change: a write returns only after what
+holds it is durable -- the group's record synced in the store's log
+(:mod:`actormem.store._acklog`: one sync for the whole group), or for a large
+batch the DuckDB transaction committed (its WAL record synced).  If a
 request's plan fails, only that request fails.  If the shared transaction
 fails, it is rolled back and each request is committed again on its own,
 so one bad request (e.g. an explicit id taken in another namespace of the

@@ -85,13 +85,15 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
     rt.flush()
     store = _store(rt)
     writes: list[str] = []
-    real = store._run_script
+    real = store._write_script
 
     def counting(what: str, statements: list[str]) -> None:
         writes.append(what)
         real(what, statements)
 
-    store._run_script = counting  # type: ignore[method-assign]
+    # each journal write is one record of the store's log (one sync), applied
+    # to DuckDB later in the applier's single transaction
+    store._write_script = counting  # type: ignore[method-assign]
     agent.reply("what is the capital of Portugal?")
     assert writes.count("journal write") == 2  # the task's start, its end
     assert rt.journal is not None

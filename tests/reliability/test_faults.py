@@ -333,7 +333,9 @@ class _FullDisk:
         return getattr(self._cur, name)
 
 
-def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
+def test_disk_full_during_store_writes_fails_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "d.duckdb"
     store = DuckDBStore(path, embedder=HashEmbedder(64), touch_flush_interval=None)
     try:
@@ -347,6 +349,9 @@ def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
             snapshot = store.list(NS, limit=1000)
             real = store._wcur
             store._wcur = _FullDisk(real)
+            # small writes are acknowledged in the store's own log: its sync fails too
+            real_sync = os.fdatasync
+            monkeypatch.setattr(os, "fdatasync", _enospc)
             try:
                 rt.record(_turn("I live in Tallinn"))
                 with pytest.raises(RecordingError, match="No space left"):
@@ -361,6 +366,7 @@ def test_disk_full_during_store_writes_fails_cleanly(tmp_path: Path) -> None:
                 _alive(rt)
             finally:
                 store._wcur = real
+                monkeypatch.setattr(os, "fdatasync", real_sync)
             rt.record(_turn("I live in Vilnius"))
             rt.flush(60)
             rt.save_fact("tier", "gold")

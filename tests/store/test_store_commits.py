@@ -35,7 +35,9 @@ def _open(path: Path, **kwargs: object) -> DuckDBStore:
 
 def _commit_then_die(path: Path, first: int = 0, n: int = N) -> list[str]:
     """A child process adds ``n`` memories one commit each, prints each id once
-    ``add`` returned (acknowledged), then is SIGKILLed: the WAL stays as it is."""
+    ``add`` returned (acknowledged), applies them all to DuckDB (``flush``: the
+    acknowledgement log is empty, so DuckDB's WAL is their only copy), then is
+    SIGKILLed: the WAL stays as it is."""
     script = textwrap.dedent(
         f"""
         import os, signal, sys
@@ -46,6 +48,7 @@ def _commit_then_die(path: Path, first: int = 0, n: int = N) -> list[str]:
         for i in range({first}, {first + n}):
             res = store.add(ns, f"acknowledged memory number {{i}} of the test")
             print("ACK", res.id, flush=True)
+        store.flush()  # into DuckDB's WAL, the acknowledgement log emptied
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )

@@ -349,6 +349,7 @@ def test_reads_leave_no_open_transaction_behind(tmp_path: Path) -> None:
             store.add(ns, "a later write")  # commits after the idle reader's reads
             store.update(ns, mid, content="first memory, changed")
             with store._write_lock:
+                store.flush()  # the logged writes into DuckDB: the applier has nothing left
                 store._wcur.execute("CHECKPOINT")  # raises if another transaction is open
         finally:
             release.set()

@@ -104,9 +104,11 @@ def test_a_string_with_a_nul_is_written_through_the_arrow_path(store: DuckDBStor
     assert rec is not None and rec.metadata == {"raw": "a\x00b"}
 
 
-def test_pending_access_counts_go_into_the_next_single_write(
+def test_pending_access_counts_go_into_the_next_applied_write(
     store: DuckDBStore, tmp_path: Path
 ) -> None:
+    """A single write is acknowledged in the store's log; the transaction that moves it
+    into DuckDB (here on ``flush``) also writes the pending access counts, in one call."""
     ns = Namespace(user_id="u")
     first = store.add(ns, "the user drinks green tea")
     assert store.search("green tea", ns, limit=1)[0].memory.id == first.id  # a touch
@@ -125,9 +127,11 @@ def test_pending_access_counts_go_into_the_next_single_write(
     store._wcur = Spy()
     try:
         store.add(ns, "the user walks to work")
+        assert calls == []  # acknowledged once synced in the log
+        store.flush()
     finally:
         store._wcur = real
-    # one call: begin, the access counts, the insert, its history row, the count, commit
+    # one call: begin, the insert, its history row, the access counts, the count, commit
     assert len(calls) == 1 and "access_count = memories.access_count + t.n" in calls[0]
     assert not store._pending
     store.close()
@@ -145,6 +149,7 @@ def test_a_batch_mixes_literal_statements_and_arrow_tables_in_order(store: DuckD
     for res, text in zip(results, texts, strict=True):
         rec = store.get(ns, res.id)
         assert rec is not None and rec.content == text
+    store.flush()  # the update was acknowledged in the log; the raw cursor reads DuckDB
     ops = store._wcur.execute("SELECT op, count(*) FROM history GROUP BY op ORDER BY op").fetchall()
     assert ops == [("ADD", 13), ("UPDATE", 1)]
     row = store._wcur.execute("SELECT content FROM memories WHERE id = ?", [kept]).fetchall()

@@ -1,0 +1,324 @@
+"""Small writes of a DuckDB store through the acknowledgement log, and the applier.
+
+Kept apart from :mod:`actormem.store._duckdb` (the connection and the direct
+write path): this is the fast path of a small write and the background
+thread that moves acknowledged writes into DuckDB.  The log's format and
+its replay at open are in :mod:`actormem.store._acklog`, which also says
+what "acknowledged" means.
+
+A small batch (at most ``LITERAL_INSERTS`` inserts, ``SMALL_BATCH`` changes,
+every value writable as a literal) becomes one record: its statements as
+literal SQL, numbered with the store's next commit number.  Once the record
+is synced the index is updated and the write returns; the record is also
+kept in memory (:class:`Logged`).  :meth:`DuckDBLogged._drain` writes all
+kept records in one DuckDB transaction -- the memories' rows as one insert
+(an Arrow table when there are many), the changed rows in order, the history
+rows as one insert -- setting ``commit_seq`` to the last record's number,
+then cuts the log back.  It runs on the applier thread (``APPLY_DELAY``
+after the first pending record, or at once past ``APPLY_MAX`` records) and
+before anything else reads or writes DuckDB, always under the writer lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.store._acklog import AckLog, encode
+from actormem.store._commits import CommitRecord
+from actormem.store._duckdb_rows import (
+    HISTORY_HEAD,
+    INSERT_HEAD,
+    LITERAL_INSERTS,
+    SMALL_BATCH,
+    execute_insert,
+    history_values,
+    insert_table,
+    insert_values,
+    update_sql,
+)
+from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._index import MemoryIndex
+from actormem.store._records import Batch
+from actormem.store._types import MemoryRecord, StoreError
+
+__all__ = ["APPLY_DELAY", "APPLY_MAX", "DuckDBLogged", "Logged"]
+
+log = structlog.get_logger(__name__)
+
+F32 = npt.NDArray[np.float32]
+
+#: Seconds the applier waits after the first pending record, so records pile up.
+APPLY_DELAY: Final = 0.2
+#: Pending records beyond which a write applies them itself (memory and replay bound).
+APPLY_MAX: Final = 2048
+#: Log size (bytes) beyond which a write applies every record and cuts the log.
+LOG_MAX: Final = 16 * 1024 * 1024
+
+
+@dataclass
+class Logged:
+    """An acknowledged write not yet in DuckDB."""
+
+    seq: int
+    inserts: list[tuple[MemoryRecord, F32]] = field(default_factory=list)
+    insert_rows: list[str] = field(default_factory=list)
+    updates: list[str] = field(default_factory=list)
+    history_rows: list[str] = field(default_factory=list)
+    statements: list[str] = field(default_factory=list)
+
+    def payload(self) -> list[str]:
+        """The record's statements in the order the direct path runs them."""
+        out: list[str] = []
+        if self.insert_rows:
+            out.append(INSERT_HEAD + ", ".join(self.insert_rows))
+        out.extend(self.updates)
+        if self.history_rows:
+            out.append(HISTORY_HEAD + ", ".join(self.history_rows))
+        out.extend(self.statements)
+        return out
+
+
+class DuckDBLogged:
+    """Mixin of :class:`~actormem.store.DuckDBStore`: the logged write path and its applier."""
+
+    if TYPE_CHECKING:  # attributes of DuckDBStore and StoreBase used here
+        path: str
+        _dim: int
+        _seq: int
+        _store_id: str
+        _wcur: Any
+        _write_lock: threading.RLock
+        _stop: threading.Event
+        _commits: CommitRecord | None
+        _acklog: AckLog | None
+        _logged: list[Logged]
+        _index: MemoryIndex
+        _con: Any
+
+        def _run_script(self, what: str, statements: list[str]) -> None: ...
+
+        def _take_pending(self) -> dict[str, tuple[int, float]]: ...
+
+        def _restore_pending(self, pending: dict[str, tuple[int, float]]) -> None: ...
+
+        @staticmethod
+        def _touches_literal(pending: dict[str, tuple[int, float]]) -> str | None: ...
+
+    def _init_logged(self, acklog: AckLog | None) -> None:
+        """The log (None: a ``:memory:`` store writes directly) and its locks."""
+        self._acklog = acklog
+        self._logged = []
+        # Lock order: writer lock, then _apply_lock, then _logged_lock.  The
+        # applier takes only the last two, so writes are logged while it works.
+        self._apply_lock = threading.Lock()
+        self._logged_lock = threading.Lock()
+        self._acur: Any = None
+        self._apply_wake = threading.Event()
+        self._applier: threading.Thread | None = None
+
+    def _start_applier(self) -> None:
+        if self._acklog is None:
+            return
+        self._applier = threading.Thread(
+            target=self._apply_loop,
+            name=f"actormem-store-applier:{Path(self.path).name}",
+            daemon=True,
+        )
+        self._applier.start()
+
+    def _stop_applier(self) -> None:
+        """Stop the applier thread (``_stop`` is set by the caller first)."""
+        self._apply_wake.set()
+        if self._applier is not None and self._applier is not threading.current_thread():
+            self._applier.join()
+
+    def _apply_loop(self) -> None:
+        while not self._stop.is_set():
+            self._apply_wake.wait()
+            self._apply_wake.clear()
+            if self._stop.wait(APPLY_DELAY):
+                return  # close() drains under the writer lock
+            try:
+                self._apply_pending()
+            except Exception as exc:  # kept: the records stay pending and logged
+                log.error("store.apply_failed", path=self.path, error=str(exc))
+
+    def _apply_pending(self, *, stopping: bool = True) -> None:
+        """Apply what is pending on the applier's cursor; writes go on meanwhile.
+
+        Every record acknowledged before the call is applied when it returns
+        (the applier's step, and a read's: see :meth:`_drain_locked`).
+        ``stopping``: do nothing once ``close()`` began (it drains itself).
+        """
+        with self._apply_lock:
+            if stopping and self._stop.is_set():
+                return
+            with self._logged_lock:
+                pending = list(self._logged)
+            if not pending:
+                return
+            if self._acur is None:
+                self._acur = self._con.cursor()
+            self._apply(self._acur, pending)
+            self._applied(len(pending))
+
+    def _log_entry(self, batch: Batch, now: float) -> Logged | None:
+        """``batch`` as a record for the log, or None when it takes the direct path.
+
+        Raises:
+            StoreError: An inserted id is taken by a memory the index holds
+                (or twice in the batch): DuckDB would refuse it later, after
+                the write was acknowledged.
+        """
+        if (
+            len(batch.inserts) > LITERAL_INSERTS
+            or len(batch.changes) > SMALL_BATCH
+            or len(batch.history) > 4 * SMALL_BATCH
+        ):
+            return None
+        ids = [r.id for r, _ in batch.inserts]
+        for mid in ids:
+            if ids.count(mid) > 1 or self._index.row_of(mid) is not None:
+                raise StoreError(f"a memory with id {mid!r} already exists in {self.path}")
+        try:
+            return Logged(
+                seq=self._seq + 1,
+                inserts=list(batch.inserts),
+                insert_rows=insert_values(
+                    self._dim, [r for r, _ in batch.inserts], [v for _, v in batch.inserts]
+                ),
+                updates=[update_sql(self._dim, c) for c in batch.changes.values()],
+                history_rows=history_values(batch.history, now) if batch.history else [],
+            )
+        except UnsafeLiteral:
+            return None
+
+    def _append_logged(self, entry: Logged) -> None:
+        """Append ``entry`` to the log and sync it: from here on it is acknowledged."""
+        assert self._acklog is not None
+        if len(self._logged) >= APPLY_MAX or self._acklog.size >= LOG_MAX:
+            self._drain()
+        data = encode(entry.seq, entry.payload())
+        with self._logged_lock:  # not while the applier cuts the log
+            self._acklog.append(data)
+            self._seq = entry.seq
+            self._logged.append(entry)
+        if self._commits is not None:  # the record never runs ahead of the log
+            self._commits.write(self._store_id, entry.seq)
+        self._apply_wake.set()
+
+    def _write_script(self, what: str, statements: list[str]) -> None:
+        """Write literal ``statements`` (no index change) as one logged record (writer lock held).
+
+        The journal's tables go this way; a ``:memory:`` store commits them directly.
+        """
+        if self._acklog is None:
+            self._run_script(what, statements)
+            return
+        self._append_logged(Logged(seq=self._seq + 1, statements=list(statements)))
+
+    def _drain_locked(self) -> None:
+        """Apply pending records before a read of DuckDB.
+
+        Without the writer lock: writes are logged meanwhile, and the read
+        needs only what was acknowledged before it.
+        """
+        if self._logged:
+            self._apply_pending(stopping=False)
+
+    def _drain(self) -> None:
+        """Write every pending record into DuckDB in one transaction (writer lock held).
+
+        Waits for the applier's step in progress, if any.
+
+        Raises:
+            StoreError: The transaction failed and was rolled back; the records
+                stay pending (and in the log, which replays them at open).
+        """
+        if not self._logged:
+            return
+        with self._apply_lock:
+            pending = list(self._logged)  # no append can run: the writer lock is held
+            if pending:
+                self._apply(self._wcur, pending)
+                self._applied(len(pending))
+
+    def _applied(self, n: int) -> None:
+        """Forget the first ``n`` pending records (committed); cut the log when none is left."""
+        with self._logged_lock:
+            del self._logged[:n]
+            if not self._logged and self._acklog is not None:
+                self._acklog.cut()
+
+    def _apply(self, cur: Any, pending: list[Logged]) -> None:
+        """Commit ``pending`` into DuckDB in one transaction on ``cur``."""
+        inserts = [ins for e in pending for ins in e.inserts]
+        script: list[str] = []
+        arrow = len(inserts) > LITERAL_INSERTS
+        if inserts and not arrow:
+            script.append(INSERT_HEAD + ", ".join(r for e in pending for r in e.insert_rows))
+        script.extend(u for e in pending for u in e.updates)
+        history = [h for e in pending for h in e.history_rows]
+        if history:
+            script.append(HISTORY_HEAD + ", ".join(history))
+        script.extend(s for e in pending for s in e.statements)
+        touches, touch_sql = self._touches_for(pending)
+        if touch_sql is not None:
+            script.append(touch_sql)
+        last = pending[-1].seq
+        script.append(f"UPDATE store_meta SET value = {lit(str(last))} WHERE key = 'commit_seq'")
+        script.append("COMMIT")
+        try:
+            if arrow:
+                cur.execute("BEGIN TRANSACTION")
+                execute_insert(
+                    cur, insert_table(self._dim, [r for r, _ in inserts], [v for _, v in inserts])
+                )
+            else:  # one call into DuckDB
+                script.insert(0, "BEGIN TRANSACTION")
+            cur.execute(";\n".join(script))
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.Error):
+                cur.execute("ROLLBACK")
+            self._restore_pending(touches)
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(
+                    f"applying {len(pending)} acknowledged write(s) to {self.path} failed and "
+                    f"was rolled back ({exc}); they stay in {self._acklog_path()} and are "
+                    "applied again on the next read, write or open"
+                ) from exc
+            raise
+
+    def _touches_for(
+        self, pending: list[Logged]
+    ) -> tuple[dict[str, tuple[int, float]], str | None]:
+        """Pending access counts to write with ``pending``: ``(taken, statement)``.
+
+        Counts of memories whose insert is in a later record (appended after
+        ``pending`` was taken) are left for the next step.
+        """
+        taken = self._take_pending()
+        if not taken:
+            return taken, None
+        with self._logged_lock:
+            later = {r.id for e in self._logged[len(pending) :] for r, _ in e.inserts}
+        if later:
+            self._restore_pending({k: v for k, v in taken.items() if k in later})
+            taken = {k: v for k, v in taken.items() if k not in later}
+        sql = self._touches_literal(taken)
+        if sql is None:  # many, or ids with no literal: the flusher writes them
+            self._restore_pending(taken)
+            return {}, None
+        return taken, sql
+
+    def _acklog_path(self) -> str:
+        return self._acklog.path if self._acklog is not None else "memory"

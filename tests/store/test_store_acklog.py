@@ -1,0 +1,197 @@
+"""The acknowledgement log: a small write is durable once its record is synced, before DuckDB has it.
+
+Real child processes add memories and save keyed facts, print each id once
+the call returned (acknowledged) and are SIGKILLed right after -- most of
+those writes are then only in ``<db>.acklog``.  The store is reopened and
+every acknowledged write must be there, by ``get`` (DuckDB) and by search
+(the index).  The log's tail is then torn or damaged the ways a crash or a
+disk would, and the open either drops what was never acknowledged or refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from actormem.models.embedders import HashEmbedder
+from actormem.recorder import KeyedFacts
+from actormem.store import DuckDBStore, Namespace, StoreError
+from actormem.store._acklog import AckLog
+
+NS = Namespace(user_id="ada", agent_id="bot")
+N = 60
+
+
+def _open(path: Path, **kwargs: object) -> DuckDBStore:
+    kwargs.setdefault("embedder", HashEmbedder(64))
+    kwargs.setdefault("touch_flush_interval", None)
+    return DuckDBStore(path, **kwargs)  # type: ignore[arg-type]
+
+
+def _write_then_die(path: Path, n: int = N, threads: int = 1) -> tuple[list[str], dict[str, str]]:
+    """A child adds ``n`` memories (from ``threads`` threads) and saves keyed facts,
+    prints each once acknowledged, and is SIGKILLed right after the last one."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal, sys, threading
+        from actormem.models.embedders import HashEmbedder
+        from actormem.recorder import KeyedFacts
+        from actormem.store import DuckDBStore, Namespace
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        ns = Namespace(user_id="ada", agent_id="bot")
+        facts = KeyedFacts(store, Namespace(user_id="ada", agent_id="facts"))
+        out = threading.Lock()
+        def work(t):
+            for i in range(t, {n}, {threads}):
+                res = store.add(ns if t == 0 else Namespace(user_id="ada", agent_id=f"t{{t}}"),
+                                f"acknowledged memory number {{i}} of thread {{t}}")
+                with out:
+                    print("ACK", res.id, flush=True)
+                if i % 7 == 0:
+                    facts.save(f"key{{i % 3}}", f"value {{i}}")
+                    with out:
+                        print("FACT", f"key{{i % 3}}", f"value {{i}}", flush=True)
+        ts = [threading.Thread(target=work, args=(t,)) for t in range({threads})]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks, facts = [], {}
+    for line in proc.stdout.splitlines():
+        parts = line.split(" ", 2)
+        if parts[0] == "ACK":
+            acks.append(parts[1])
+        elif parts[0] == "FACT":
+            facts[parts[1]] = parts[2]
+    assert len(acks) == n
+    return acks, facts
+
+
+def _check_all_there(path: Path, acks: list[str], facts: dict[str, str]) -> None:
+    with _open(path) as store:
+        assert store.lost_commits == 0
+        scopes = [Namespace(user_id="ada", agent_id=a) for a in ("bot", "t1", "t2", "t3")]
+        for mid in acks:  # DuckDB has each (``get`` reads the file) ...
+            found = [(ns, r) for ns in scopes if (r := store.get(ns, mid)) is not None]
+            assert len(found) == 1, mid
+            ns, rec = found[0]
+            # ... and so does the index (search reads only the index)
+            assert store.search(rec.content, ns, limit=1)[0].memory.id == mid
+        kf = KeyedFacts(store, Namespace(user_id="ada", agent_id="facts"))
+        for key, value in facts.items():
+            assert kf.get(key) == value
+        assert store.count(Namespace(user_id="ada")) == len(acks) + len(facts)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_sigkill_right_after_acknowledgements_loses_nothing(tmp_path: Path, threads: int) -> None:
+    path = tmp_path / "m.duckdb"
+    acks, facts = _write_then_die(path, threads=threads)
+    _check_all_there(path, acks, facts)
+    _check_all_there(path, acks, facts)  # replayed once: a second open adds nothing
+    assert not Path(str(path) + ".acklog").exists()  # a clean close applied and removed it
+
+
+def test_the_log_holds_writes_duckdb_does_not_have_yet(tmp_path: Path) -> None:
+    """Without the log the kill would lose them: DuckDB alone (log moved aside) lacks some."""
+    path = tmp_path / "m.duckdb"
+    acks, _ = _write_then_die(path)
+    log_path = Path(str(path) + ".acklog")
+    records = AckLog(str(path)).read()[1]
+    assert records, "the writes just before the kill are only in the log"
+    aside = tmp_path / "aside.acklog"
+    os.replace(log_path, aside)
+    with _open(path, on_lost_commits="warn") as store:  # the commit record notices
+        assert store.lost_commits >= 1
+        present = [m for m in acks if store.get(NS, m) is not None]
+    assert len(present) < len(acks)
+
+
+def _torn(data: bytes) -> bytes:
+    """A record cut in the middle, as a crash during ``write`` leaves it."""
+    return data + struct.pack("<IIQ", 500, 1234, 10_000) + b"INSERT INTO mem"
+
+
+def _zero_tail(data: bytes) -> bytes:
+    """The file grew but the block never reached the disk: zeros."""
+    return data + b"\x00" * 700
+
+
+def _bad_checksum_last(data: bytes) -> bytes:
+    payload = b"SELECT 1"
+    return data + struct.pack("<IIQ", len(payload), 99, 10_000) + payload
+
+
+@pytest.mark.parametrize("tear", [_torn, _zero_tail, _bad_checksum_last])
+def test_a_torn_tail_was_never_acknowledged_and_is_dropped(tmp_path: Path, tear: object) -> None:
+    path = tmp_path / "m.duckdb"
+    acks, facts = _write_then_die(path)
+    log_path = Path(str(path) + ".acklog")
+    log_path.write_bytes(tear(log_path.read_bytes()))  # type: ignore[operator]
+    _check_all_there(path, acks, facts)
+
+
+def test_damage_before_the_last_record_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    _write_then_die(path)
+    log_path = Path(str(path) + ".acklog")
+    raw = bytearray(log_path.read_bytes())
+    first_payload = 51 + 16  # header, then the first record's own header
+    assert len(raw) > first_payload + 200, "several records on file"
+    raw[first_payload + 5] ^= 0xFF
+    log_path.write_bytes(bytes(raw))
+    for _ in range(2):  # refused, and refused again: the log was left as it was
+        with pytest.raises(StoreError, match="damaged.*followed by more records"):
+            _open(path)
+        assert log_path.read_bytes() == bytes(raw)
+
+
+def test_reads_see_acknowledged_writes_and_writes_go_on_while_applying(tmp_path: Path) -> None:
+    """get/list/history read DuckDB: each first applies what the log holds."""
+    with _open(tmp_path / "r.duckdb") as store:
+        ids = [store.add(NS, f"memory {i} about trains").id for i in range(20)]
+        assert store.get(NS, ids[-1]) is not None  # the very next read
+        assert [h.op for h in store.history(NS, ids[0])] == ["ADD"]
+        assert len(store.list(NS, limit=100)) == 20
+
+        errors: list[BaseException] = []
+
+        def writer(t: int) -> None:
+            try:
+                for i in range(40):
+                    mid = store.add(Namespace(user_id=f"w{t}"), f"w{t} memory {i}").id
+                    assert store.get(Namespace(user_id=f"w{t}"), mid) is not None
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sum(store.count(Namespace(user_id=f"w{t}")) for t in range(4)) == 160
+
+
+def test_an_id_taken_in_the_same_group_fails_only_its_own_write(tmp_path: Path) -> None:
+    """DuckDB would refuse the second insert later, after the acknowledgement: refused now."""
+    from actormem.store import NewMemory
+
+    with _open(tmp_path / "g.duckdb") as store:
+        store.add_many(Namespace(user_id="a"), [NewMemory(content="first", id="fixed-id")])
+        with pytest.raises(Exception, match="fixed-id"):
+            store.add_many(Namespace(user_id="b"), [NewMemory(content="second", id="fixed-id")])
+        assert store.get(Namespace(user_id="a"), "fixed-id") is not None
