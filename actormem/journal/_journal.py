@@ -189,6 +189,7 @@ class Journal(StateModule):
         self.folder = namespace_folder(self.root, namespace)
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # memory is private
         check_inside(self.root.resolve(), self.folder)
+        self._resolved_folder = self.folder.resolve()
         self.label = str(namespace).replace("user_id=", "").replace("agent_id=", "")
         self.model = model
         self._publish = publish or (lambda e: None)
@@ -223,7 +224,7 @@ class Journal(StateModule):
 
     def path(self, name: str) -> Path:
         """A file of the agent's folder (``NOW.md``, ``LOG.md``, ...), checked to stay inside."""
-        return check_inside(self.folder, self.folder / name)
+        return check_inside(self.folder, self.folder / name, resolved_base=self._resolved_folder)
 
     def day_path(self, day: str | dt.date) -> Path:
         """The journal file of ``day`` (``memory/YYYY-MM-DD.md``).

@@ -1,4 +1,4 @@
-"""The acknowledgement log: a small write is durable once its record is synced, before DuckDB has it.
+"""The acknowledgement log: a small write is durable once its record is synced in it.
 
 Real child processes add memories and save keyed facts, print each id once
 the call returned (acknowledged) and are SIGKILLed right after -- most of
@@ -154,7 +154,7 @@ def test_damage_before_the_last_record_is_refused(tmp_path: Path) -> None:
     raw[first_payload + 5] ^= 0xFF
     log_path.write_bytes(bytes(raw))
     for _ in range(2):  # refused, and refused again: the log was left as it was
-        with pytest.raises(StoreError, match="damaged.*followed by more records"):
+        with pytest.raises(StoreError, match=r"damaged.*followed by more records"):
             _open(path)
         assert log_path.read_bytes() == bytes(raw)
 
