@@ -56,8 +56,8 @@ def _write_then_die(path: Path, n: int = N, threads: int = 1) -> tuple[list[str]
                 with out:
                     print("ACK", res.id, flush=True)
                 if i % 7 == 0:
-                    facts.save(f"key{{i % 3}}", f"value {{i}}")
-                    with out:
+                    with out:  # saved and printed in the same order across threads
+                        facts.save(f"key{{i % 3}}", f"value {{i}}")
                         print("FACT", f"key{{i % 3}}", f"value {{i}}", flush=True)
         ts = [threading.Thread(target=work, args=(t,)) for t in range({threads})]
         for t in ts: t.start()
