@@ -19,6 +19,7 @@ import textwrap
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from actormem.models.embedders import HashEmbedder
@@ -195,3 +196,79 @@ def test_an_id_taken_in_the_same_group_fails_only_its_own_write(tmp_path: Path) 
         with pytest.raises(Exception, match="fixed-id"):
             store.add_many(Namespace(user_id="b"), [NewMemory(content="second", id="fixed-id")])
         assert store.get(Namespace(user_id="a"), "fixed-id") is not None
+
+
+class _FailingWrites:
+    """A DuckDB cursor whose writes fail like a full disk (reads pass)."""
+
+    def __init__(self, cur: object) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, *args: object) -> object:
+        if any(
+            part.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+            for part in sql.split(";\n")
+        ):
+            raise duckdb.IOException("Could not write file: No space left on device")
+        return self._cur.execute(sql, *args)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._cur, name)
+
+
+def test_writes_acknowledged_while_duckdb_cannot_take_them_are_kept(tmp_path: Path) -> None:
+    """DuckDB failing to apply the log (a full disk under its WAL) loses nothing acknowledged:
+    reads that need DuckDB say so, the records stay in the log, and once DuckDB can write
+    again they are applied -- in this process, and by a reopen after a SIGKILL."""
+    path = tmp_path / "f.duckdb"
+    store = _open(path)
+    try:
+        first = store.add(NS, "written before the disk filled up").id
+        store.flush()
+        store._wcur = _FailingWrites(store._wcur)  # the direct path and the drain
+        store._acur = _FailingWrites(store._con.cursor())  # the applier's cursor
+        acked = [store.add(NS, f"acknowledged while DuckDB is full {i}").id for i in range(5)]
+        assert all(store.get(NS, m) is not None for m in acked)  # the index has them
+        with pytest.raises(StoreError, match=r"stay in .*\.acklog"):
+            store.list(NS, limit=100)
+        assert len(AckLog(str(path)).read()[1]) == 5
+        store._wcur = store._wcur._cur
+        store._acur = None
+        listed = {r.id for r in store.list(NS, limit=100)}
+        assert listed == {first, *acked}
+    finally:
+        store.close()
+    with _open(path) as again:
+        assert {r.id for r in again.list(NS, limit=100)} == {first, *acked}
+
+
+def test_a_process_killed_while_duckdb_cannot_apply_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "k.duckdb"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, duckdb, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_store_acklog import _FailingWrites
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        store._wcur = _FailingWrites(store._wcur)
+        store._acur = _FailingWrites(store._con.cursor())
+        ns = Namespace(user_id="ada", agent_id="bot")
+        for i in range(20):
+            print("ACK", store.add(ns, f"kept in the log only {{i}}").id, flush=True)
+        try:
+            store.list(ns)
+        except Exception as exc:
+            print("LIST", type(exc).__name__, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ACK")]
+    assert len(acks) == 20 and "LIST StoreError" in proc.stdout
+    with _open(path) as store:
+        assert {r.id for r in store.list(NS, limit=100)} == set(acks)
