@@ -311,6 +311,9 @@ class StoreBase:
         else:
             if not isinstance(content, str):
                 raise InvalidMemoryError(f"content must be a str, got {type(content).__name__}")
+            if metadata is not None and not isinstance(metadata, Mapping):
+                # dict() of a list raised a raw TypeError, or stored a list of pairs as an object.
+                raise InvalidMemoryError(f"metadata must be a dict, got {type(metadata).__name__}")
             item = NewMemory(
                 content=content,
                 kind=kind,

@@ -24,7 +24,7 @@ from actormem.store._records import (
     NS_COLS,
     check_limit,
     check_namespace,
-    json_text,
+    jsonb_text,
     row_to_compaction,
     row_to_history,
     row_to_log,
@@ -224,7 +224,7 @@ class PgQueries:
             raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
         NewMemory(content=content).validate()
         meta = dict(metadata or {})
-        meta_json = json_text(meta)
+        meta_json = jsonb_text(meta)
         when = self._clock() if ts is None else float(ts)
         rid = os.urandom(16).hex()
 

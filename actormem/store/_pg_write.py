@@ -13,12 +13,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from actormem.store._pg_search import term_counts
-from actormem.store._records import Change, json_text, us
+from actormem.store._records import Change, json_text, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
 
 __all__ = ["copy_history", "copy_inserts", "key_text", "lock_keys", "update_changes"]
@@ -70,7 +69,7 @@ def lock_keys(conn: Any, keys: Sequence[Sequence[str]]) -> None:
 def _jsonb(value: dict[str, Any]) -> Any:
     from psycopg.types.json import Jsonb
 
-    return Jsonb(value, dumps=lambda v: msgspec.json.encode(v).decode())
+    return Jsonb(value, dumps=jsonb_text)
 
 
 def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None:
@@ -138,7 +137,7 @@ def update_changes(conn: Any, changes: Sequence[Change]) -> None:
             [int(c.access_delta) for c in changes],
             [r.superseded_by for r in recs],
             [None if r.deleted_at is None else us(r.deleted_at) for r in recs],
-            [json_text(r.metadata) for r in recs],
+            [jsonb_text(r.metadata) for r in recs],
             [_array_text(t) for t, _, _ in counted],
             ["{" + ",".join(map(str, tf)) + "}" for _, tf, _ in counted],
             [n for _, _, n in counted],

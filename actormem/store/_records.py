@@ -44,6 +44,7 @@ __all__ = [
     "clip_query",
     "content_hash",
     "json_text",
+    "jsonb_text",
     "query_text",
     "row_to_compaction",
     "row_to_history",
@@ -84,6 +85,37 @@ def json_text(value: dict[str, Any]) -> str:
         return msgspec.json.encode(value).decode()
     except (TypeError, msgspec.EncodeError) as exc:
         raise InvalidMemoryError(f"metadata is not JSON-serialisable: {exc}") from exc
+
+
+# A number token with a positive exponent (``1e16``): how msgspec writes floats of 1e16 and up.
+_BIG_EXPONENT: Final = re.compile(r"[0-9]e\+?[0-9]")
+
+
+def jsonb_text(value: dict[str, Any]) -> str:
+    """Metadata as JSON text that PostgreSQL's ``jsonb`` reads back as the same types.
+
+    ``jsonb`` keeps numbers as ``numeric`` and prints them without an exponent:
+    a float written ``1e20`` came back as the int ``100000000000000000000``
+    (and ``1e308`` as an int not equal to the float).  Such floats are
+    written as their exact decimal with ``.0``, which ``numeric`` keeps and
+    reads back as the same float.  Other text is :func:`json_text`'s.
+    """
+    text = json_text(value)
+    if _BIG_EXPONENT.search(text) is None:
+        return text
+    return json_text(_exact_floats(value))
+
+
+def _exact_floats(value: Any) -> Any:
+    if isinstance(value, float):
+        if abs(value) >= 1e16:  # finite: the door refuses inf and nan
+            return msgspec.Raw(f"{int(value)}.0".encode())
+        return value
+    if isinstance(value, dict):
+        return {k: _exact_floats(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_exact_floats(v) for v in value]
+    return value
 
 
 def union(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:

@@ -246,7 +246,7 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         check_str_tuple("tags", self.tags)
         check_str_tuple("source_ids", self.source_ids)
         if not isinstance(self.metadata, dict):
-            raise InvalidMemoryError("metadata must be a dict")
+            raise InvalidMemoryError(f"metadata must be a dict, got {type(self.metadata).__name__}")
         if self.created_at is not None:
             TIMESTAMP.check(self.created_at, "created_at", error=InvalidMemoryError)
         if self.id is not None and (not isinstance(self.id, str) or not _ID_RE.match(self.id)):
