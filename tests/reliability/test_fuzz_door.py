@@ -12,13 +12,14 @@ the "fuzz" profile.  Invariants:
   ``RecursionError``;
 * huge queries: any query up to 2 MB is searched with bounded work (the
   characters read and the query terms weighed have fixed ceilings);
-* special files: a FIFO, socket, folder, dangling link or link out of the
-  folder in the place of a session file, a store file, its WAL, ``NOW.md`` or
-  an import file gives an error naming it, or works (a link inside the
+* special files: a FIFO, socket, character device (``/dev/zero``'s numbers:
+  reading it never ends), folder, dangling link or link out of the folder in
+  the place of a session file, a store file, its WAL, ``NOW.md`` or an
+  import file gives an error naming it, or works (a link inside the
   folder) -- never a blocked call;
-* cross-level namespaces: keyed facts saved by runtimes at the user, agent
-  and run levels keep their values through the maintenance (``on_idle``,
-  ``dream``) of a runtime at any enclosing level.
+* cross-level namespaces: keyed facts saved by runtimes at the user, agent,
+  run and session levels keep their values through the maintenance
+  (``on_idle``, the idle timer, ``dream``) of a runtime at any level.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import threading
 import uuid
@@ -41,10 +43,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryRuntime, Msg
+from actormem.events import MaintenanceRan
 from actormem.journal._paths import JournalPathError
 from actormem.messages import MessageError, TextBlock, ToolResultBlock, ToolUseBlock
 from actormem.models.embedders import HashEmbedder
-from actormem.recorder import RecorderConfig
+from actormem.recorder import MAINTENANCE_ACTIONS, RecorderConfig
 from actormem.session import SessionError
 from actormem.store import DuckDBStore, InvalidMemoryError, Namespace, SearchConfig, StoreError
 from actormem.store._records import MAX_QUERY_CHARS, clip_query
@@ -215,7 +218,7 @@ class _WordVectorsOf:
 
 # -- special files ------------------------------------------------------------------------
 
-_KINDS = ["fifo", "socket", "folder", "dangling", "outside", "inside"]
+_KINDS = ["fifo", "socket", "device", "folder", "dangling", "outside", "inside"]
 
 
 def _make(kind: str, path: Path, outside: Path) -> list[Path]:
@@ -234,6 +237,11 @@ def _make(kind: str, path: Path, outside: Path) -> list[Path]:
         finally:
             sock.close()
             shutil.rmtree(short, ignore_errors=True)
+    elif kind == "device":
+        if os.geteuid() == 0:  # /dev/zero's numbers: endless zeros to whoever reads it
+            os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+        else:  # making a device needs root: a link to one (it also leaves the folder)
+            path.symlink_to("/dev/zero")
     elif kind == "folder":
         path.mkdir()
     elif kind == "dangling":
@@ -346,7 +354,9 @@ _LEVELS = {
     "user": Namespace(user_id="ada"),
     "agent": Namespace(user_id="ada", agent_id="bot"),
     "run": Namespace(user_id="ada", agent_id="bot", run_id="r1"),
+    "session": Namespace(user_id="ada", agent_id="bot", run_id="r1", session_id="s1"),
 }
+_PATHS = ["on_idle", "idle timer", "dream"]
 
 
 # Each example opens up to six runtimes on a fresh store (~1 s): half the examples.
@@ -355,10 +365,10 @@ _LEVELS = {
     owners=st.lists(st.sampled_from(sorted(_LEVELS)), min_size=1, max_size=4),
     maintainer=st.sampled_from(sorted(_LEVELS)),
     cap=st.integers(1, 3),
-    dream=st.booleans(),
+    paths=st.sets(st.sampled_from(_PATHS), min_size=1),
 )
 def test_fuzz_keyed_facts_survive_maintenance_from_any_level(
-    tmp_path: Path, owners: list[str], maintainer: str, cap: int, dream: bool
+    tmp_path: Path, owners: list[str], maintainer: str, cap: int, paths: set[str]
 ) -> None:
     tmp = tmp_path / uuid.uuid4().hex
     store = DuckDBStore(tmp / "m.duckdb", embedder=HashEmbedder(16), touch_flush_interval=None)
@@ -375,15 +385,38 @@ def test_fuzz_keyed_facts_survive_maintenance_from_any_level(
                     saved[(level, key)] = value
                 rt.record([Msg.user(f"turn {i} about trains"), Msg.assistant("noted")])
                 rt.flush(60)
+        timer = "idle timer" in paths
+        ran = threading.Event()
         with MemoryRuntime(
             session_dir=tmp,
             store=store,
             namespace=_LEVELS[maintainer],
-            recorder=config,
-            journal=dream,
+            # Every maintenance action at its most aggressive (a keyed fact it could
+            # touch would go); the idle timer runs it after 0.05 s without a call.
+            recorder=RecorderConfig(
+                idle_seconds=0.05 if timer else None,
+                max_memories=cap,
+                maintenance=MAINTENANCE_ACTIONS,
+                decay_threshold=0.99,
+                forget_threshold=0.99,
+                stale_days=0,
+                duplicate_threshold=0.1,
+                consolidate_threshold=0.05,
+            ),
+            journal="dream" in paths,
         ) as boss:
-            boss.on_idle()
-            if dream:
+            boss.subscribe(
+                lambda e: (
+                    ran.set()
+                    if isinstance(e, MaintenanceRan) and e.report.get("reason") == "idle"
+                    else None
+                )
+            )
+            if timer:
+                assert ran.wait(60), "the idle timer never ran the maintenance"
+            if "on_idle" in paths:
+                boss.on_idle()
+            if "dream" in paths:
                 boss.dream(force=True)
         for level in _LEVELS:
             with MemoryRuntime(

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from actormem.models.embedders import HashEmbedder
@@ -293,3 +293,88 @@ def test_a_refused_setting_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(InvalidMemoryError, match="checkpoint_mb"):
         DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(8), checkpoint_mb=10**9)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- mistyped fields and depth at the store's door ----------------------------------------------
+
+_ANY_LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.binary(max_size=3)
+    | st.sets(st.integers(0, 3), max_size=2)
+)
+
+
+@st.composite
+def _deep(draw: st.DrawFn) -> Any:
+    """A value nested 0-120 levels deep (objects, lists, tuples, int-keyed objects)."""
+    value: Any = draw(_ANY_LEAF)
+    for kind in draw(st.lists(st.sampled_from("dltk"), max_size=120)):
+        value = {"d": {"a": value}, "l": [value], "t": (value, 1), "k": {1: value}}[kind]
+    return value
+
+
+_JSON_OBJECT = st.dictionaries(st.text(max_size=4), _deep(), max_size=3)
+_TEXTS = st.lists(st.text(max_size=6), max_size=3)
+# Each field: values it may hold (often) and values of any type and depth.
+_NEW_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "content": st.text(min_size=1, max_size=30),
+    "kind": st.sampled_from(["fact", "episode", "note", "k" * 64]),
+    "importance": st.floats(0.0, 1.0),
+    "tags": _TEXTS | _TEXTS.map(tuple),
+    "source_ids": _TEXTS.map(tuple),
+    "metadata": _JSON_OBJECT,
+    "created_at": st.floats(0.0, 253_402_300_799.0) | st.integers(0, 253_402_300_799),
+    "id": st.text(min_size=1, max_size=12),
+}
+
+
+@st.composite
+def _new_fields(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.sets(st.sampled_from(sorted(_NEW_FIELDS)), min_size=1, max_size=4))
+    return {
+        name: draw(_NEW_FIELDS[name] | _ANY_LEAF | _deep() | _JSON_OBJECT) for name in sorted(names)
+    }
+
+
+@settings(suppress_health_check=_FUNCTION_FIXTURE, max_examples=FEW)
+@given(fields=_new_fields(), many=st.booleans())
+def test_any_field_value_is_stored_equal_or_refused_naming_the_field(
+    store: DuckDBStore, fields: dict[str, Any], many: bool
+) -> None:
+    """Whatever ``add()``/``add_many()`` is given is stored and reads back equal, or is
+    refused with ``InvalidMemoryError`` naming one of the given fields, storing nothing."""
+    ns = Namespace(user_id="door-" + uuid.uuid4().hex[:8])
+    if isinstance(fields.get("id"), str):
+        fields["id"] = uuid.uuid4().hex + fields["id"]  # unique across examples
+    fields.setdefault("content", "a memory " + ns.user_id)
+    item = NewMemory(**fields)
+    try:
+        if many:
+            store.add_many(ns, [NewMemory(content="its good neighbour"), item])
+        else:
+            store.add(ns, item)
+    except InvalidMemoryError as exc:
+        assert any(name in str(exc) for name in fields), (fields, str(exc))
+        assert store.count(ns, include_deleted=True) == 0
+        event("refused")
+        return
+    event("stored")
+    got = [m for m in store.list(ns, limit=10) if m.content == item.content]
+    assert len(got) == 1, got
+    m = got[0]
+    # Stored as given: JSON values normalised the way the door says (tuples become lists).
+    assert m.metadata == json.loads(json.dumps(item.metadata))
+    assert (m.kind, m.importance, m.tags, m.source_ids) == (
+        item.kind,
+        item.importance,
+        tuple(item.tags),
+        tuple(item.source_ids),
+    )
+    if item.created_at is not None:
+        assert m.created_at == pytest.approx(item.created_at, abs=1e-6)
+    if item.id is not None:
+        assert m.id == item.id
