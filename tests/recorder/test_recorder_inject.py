@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from actormem.compress import EstimateTokenCounter
@@ -81,3 +85,52 @@ def test_twenty_short_hits_all_fit_in_the_default_budget() -> None:
     hits = [hit(i, f"Another user fact {i}, never seen before: {i * 31}") for i in range(20)]
     block = format_for_injection(hits, max_tokens=800)
     assert all(f"user fact {i}," in block for i in range(20))
+
+
+def test_a_megabyte_query_reaches_every_step_of_the_search_clipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12 point 5, counted in work rather than time: a 1 MB message given to
+    ``format_for_injection`` reaches the tokenizer, the second stage and the embedder as
+    at most ``MAX_QUERY_CHARS`` characters (its start and end), and the soft match weighs
+    at most ``MAX_QUERY_TERMS`` terms -- so its cost cannot grow with the message."""
+    import actormem.store._base as store_base
+    from actormem import MemoryRuntime, Msg
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore, SearchConfig
+    from actormem.store._records import MAX_QUERY_CHARS
+    from actormem.store._rerank import MAX_QUERY_TERMS
+
+    store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(32))
+    with MemoryRuntime(session_dir=tmp_path / "s", store=store) as rt:
+        rt.record([Msg.user("My sister moved to Lisbon last spring."), Msg.assistant("Noted.")])
+        rt.flush(60)
+        seen: dict[str, list[int]] = {"tokenize": [], "prepare": [], "embed": []}
+        tokenize, prepare, embed = store_base.tokenize, store._reranker.prepare, store._embed
+
+        def count_tokenize(text: str) -> Any:
+            seen["tokenize"].append(len(text))
+            return tokenize(text)
+
+        def count_prepare(text: str, config: SearchConfig) -> Any:
+            seen["prepare"].append(len(text))
+            prepared = prepare(text, config)
+            assert prepared is None or prepared.term_count <= MAX_QUERY_TERMS
+            return prepared
+
+        def count_embed(texts: Sequence[str]) -> Any:
+            seen["embed"].extend(len(t) for t in texts)
+            return embed(texts)
+
+        monkeypatch.setattr(store_base, "tokenize", count_tokenize)
+        monkeypatch.setattr(store._reranker, "prepare", count_prepare)
+        monkeypatch.setattr(store, "_embed", count_embed)
+        pasted = " ".join(f"w{i:06d}" for i in range(130_000))  # 1,039,999 characters
+        query = f"where did my sister move? {pasted} where did my sister move?"
+        assert len(query) > 60 * MAX_QUERY_CHARS
+        block = rt.format_for_injection(query)
+        assert "Lisbon" in block
+        for step, sizes in seen.items():
+            assert sizes, f"{step} was never called: the spy missed the search path"
+            assert max(sizes) <= MAX_QUERY_CHARS + 1, (step, max(sizes))
+    store.close()
