@@ -451,11 +451,13 @@ def test_ten_thousand_turns_in_bursts_nothing_lost(tmp_path: Path) -> None:
                 time.sleep(0.01)  # bursts with gaps
 
     threads = [threading.Thread(target=producer, args=(t,)) for t in range(n_threads)]
+    started = time.monotonic()
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     rt.flush(timeout=120)
+    elapsed = time.monotonic() - started
     assert rt.recording_stats() == {
         "submitted": 10_000,
         "finished": 10_000,
@@ -464,7 +466,11 @@ def test_ten_thousand_turns_in_bursts_nothing_lost(tmp_path: Path) -> None:
     }
     assert store.count(rt.namespace) == 10_000
     wait_for(lambda: sum(e.turns for e in ev.of(MemoryRecorded)) == 10_000)
-    assert len(ev.of(MemoryRecorded)) < 200  # batched, not one transaction per turn
+    # Batched, not one transaction per turn -- a bound that holds under any scheduling
+    # (a fixed "< 200" could fail when a loaded machine stretched the bursts): a batch closes
+    # when full (at most 10,000 / 500 of them), when its 0.05 s window ends (one window
+    # after another: at most elapsed / 0.05 + 1) or at the final flush.
+    assert len(ev.of(MemoryRecorded)) <= 10_000 // 500 + elapsed / 0.05 + 2
     rt.close()
     store.close()
 
@@ -495,7 +501,7 @@ def test_backlog_event_and_back_pressure(make_rt: Callable[..., MemoryRuntime]) 
         rt.record(turn(f"turn {i}"))
         peak = max(peak, rt.recording_stats()["pending"])
     assert peak <= 10  # record() waited instead of queueing without bound
-    rt.flush(timeout=30)
+    rt.flush(timeout=60)
     assert rt.recording_stats()["finished"] == 30
     wait_for(lambda: bool(ev.of(RecordingBacklog)))
     assert ev.of(RecordingBacklog)[0].limit == 6
@@ -850,7 +856,7 @@ def test_a_recorder_restart_loses_no_buffered_turn(
         rt.record(turn(f"note number {i} about topic{i}"))
     rt.record(turn("poison note"))
     rt.record(turn("after the fault"))
-    rt.flush(timeout=30)
+    rt.flush(timeout=60)
     assert rt.restart_count == 1
     assert rt.store is not None
     episodes = [r.content for r in rt.store.list(rt.namespace, kinds=["episode"], limit=100)]
@@ -869,6 +875,6 @@ def test_flush_closes_the_open_batch_instead_of_waiting_for_its_timer(
     rt.flush(timeout=60)  # raises if it waited for the 3,000 s batch timer
     assert rt.recording_stats()["pending"] == 0
     rt.record(turn("after the flush"))  # the fresh pipeline still records
-    rt.flush(timeout=20)
+    rt.flush(timeout=60)
     assert rt.store is not None
     assert len(rt.store.list(rt.namespace, kinds=["episode"], limit=100)) == 6

@@ -220,7 +220,7 @@ def test_killed_mid_turn_then_continue(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         path = sessions / "task.json"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not (path.exists() and "in_flight" in path.read_text()):
             assert time.monotonic() < deadline, "the child never saved its in-flight status"
             time.sleep(0.05)

@@ -147,7 +147,7 @@ def completion(
 
 
 def make(server: FakeServer, **kwargs: Any) -> OpenAIChatModel:
-    options: dict[str, Any] = {"timeout": 2.0, "max_retries": 2, "backoff": 0.01}
+    options: dict[str, Any] = {"timeout": 60.0, "max_retries": 2, "backoff": 0.01}
     options.update(kwargs)
     return OpenAIChatModel(server.url, "test-model", **options)
 
@@ -405,7 +405,7 @@ def test_async_chat_with_retry_and_tools(server: FakeServer) -> None:
     )
 
     async def main() -> Msg:
-        return await make(server).achat([Msg.user("find x")], tools=[], timeout=5)
+        return await make(server).achat([Msg.user("find x")], tools=[], timeout=60)
 
     reply = asyncio.run(main())
     assert reply.text == "Let me look."

@@ -63,7 +63,7 @@ def test_extraction_gives_way_to_the_next_turn(tmp_path: Path, gated: bool) -> N
             assert is_extraction(Request(srv.requests[1]["messages"], None, None, None, True, {}))
             second = agent.reply("What is my name?")
             assert second.text.startswith("ok: What is my name?")
-            rt.flush(30)
+            rt.flush(60)
         store.close()
     done = [g for g in srv.generations]
     turn2 = next(i for i, g in enumerate(done) if g[0].startswith("What is my name?"))
@@ -127,7 +127,7 @@ def test_a_call_abandoned_twice_falls_back_to_offline_rules(tmp_path: Path) -> N
             agent.reply("My name is Ada and I live in Porto.")
             assert srv.wait_requests(2)
             agent.reply("Thanks.")
-            rt.flush(30)
+            rt.flush(60)
             fallbacks = [e for e in events if isinstance(e, ModelFallback)]
             assert fallbacks and fallbacks[0].component == "recorder.extraction"
             assert "conversation turn started" in fallbacks[0].error

@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
         rt.record([user, reply])
         unflushed.append(token)
         if i % 3 == 2:
-            rt.flush(30)
+            rt.flush(60)
             for t in unflushed:
                 acks.log(f"REC {t}")
             unflushed.clear()

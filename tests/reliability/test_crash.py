@@ -172,7 +172,7 @@ def _run(tmp: Path, kills: int, seed: int) -> Tally:
                 time.sleep(rng.uniform(0.05, 2.0))
             exited = proc.poll()
             os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+            proc.wait(60)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -103,7 +103,7 @@ def test_api_key_never_reaches_logs_sessions_or_the_store(
     tmp_path: Path, server: EchoingServer, mode: str
 ) -> None:
     server.mode = mode
-    model = OpenAIChatModel(server.url, "m", api_key=KEY, timeout=5, max_retries=1, backoff=0.01)
+    model = OpenAIChatModel(server.url, "m", api_key=KEY, timeout=60, max_retries=1, backoff=0.01)
     assert not _leaks(repr(model)) and not _leaks(str(vars(model)))
     store = DuckDBStore(tmp_path / "m.duckdb", embedder=HashEmbedder(64))
     with structlog.testing.capture_logs() as logs:
@@ -113,7 +113,7 @@ def test_api_key_never_reaches_logs_sessions_or_the_store(
             agent = ReActAgent("a", model, rt, session_id="sec")
             reply = agent.reply("Hi, I'm Ada and my password is hunter2.")
             assert reply.text
-            rt.flush(30)
+            rt.flush(60)
             rt.save_session("sec2")
         dump = "\n".join(repr(e) for e in logs)
         store_text = "\n".join(
@@ -136,7 +136,7 @@ def test_a_key_passed_as_an_extra_header_is_redacted_too(server: EchoingServer) 
     azure = "az-0123456789abcdef-secret"
     server.mode = "500"
     model = OpenAIChatModel(
-        server.url, "m", headers={"api-key": azure}, timeout=5, max_retries=1, backoff=0.01
+        server.url, "m", headers={"api-key": azure}, timeout=60, max_retries=1, backoff=0.01
     )
     with structlog.testing.capture_logs() as logs, pytest.raises(ModelError) as info:
         model.chat([Msg.user("hi")])

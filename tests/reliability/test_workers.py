@@ -77,7 +77,7 @@ def workers(pg_dsn: str, tmp_path: Path) -> Iterator[tuple[str, list[Proc]]]:
         for proc in procs:
             if proc.p.poll() is None:
                 proc.p.kill()
-            proc.p.wait(30)
+            proc.p.wait(60)
             proc.err.close()
 
 
@@ -138,7 +138,7 @@ def test_four_worker_processes_share_one_store_and_one_sessions_table(
             if len(streamed) >= 9 and in_flight == 2:
                 break
     os.kill(victim.p.pid, signal.SIGKILL)
-    victim.p.wait(30)
+    victim.p.wait(60)
     acked[0].update(streamed)
 
     # 5. the survivors keep working on the same namespaces

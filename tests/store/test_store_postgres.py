@@ -74,7 +74,7 @@ def test_two_stores_adding_the_same_facts_at_once_store_each_once(
 
     def worker(k: int, store: PostgresStore) -> None:
         try:
-            start.wait(timeout=30)
+            start.wait(timeout=60)
             order = texts if k == 0 else texts[::-1]
             results[k] = [store.add(NS, t) for t in order]
         except BaseException as exc:  # reported below
@@ -134,7 +134,7 @@ def test_a_duplicate_added_while_the_first_is_uncommitted_is_merged(pg_dsn: str)
     out: dict[str, Any] = {}
 
     def run_b() -> None:
-        assert a_in.wait(30)
+        assert a_in.wait(60)
         out["b"] = b.add(NS, text)
 
     try:
@@ -171,7 +171,7 @@ def test_a_near_duplicate_added_while_the_first_is_uncommitted_is_merged(pg_dsn:
     out: dict[str, Any] = {}
 
     def run_b() -> None:
-        assert a_in.wait(30)
+        assert a_in.wait(60)
         out["b"] = b.add(NS, "the launch review is on friday in room nine today")
 
     try:
@@ -195,7 +195,7 @@ def test_concurrent_updates_and_access_counts_add_up(
     start = threading.Barrier(2)
 
     def worker(store: PostgresStore, tag: str) -> None:
-        start.wait(timeout=30)
+        start.wait(timeout=60)
         for i in range(10):
             store.search("shared counter", NS)
             store.update(NS, mid, importance=0.1 * (i % 10), reason=tag)
@@ -222,11 +222,11 @@ def test_maintenance_and_writers_of_one_namespace_never_lose_a_write(
     added: list[str] = []
 
     def writer() -> None:
-        start.wait(timeout=30)
+        start.wait(timeout=60)
         added.extend(b.add(NS, f"new note {i} about subject {i}").id for i in range(20))
 
     def maintainer() -> None:
-        start.wait(timeout=30)
+        start.wait(timeout=60)
         for _ in range(5):
             a.consolidate(Namespace(user_id="alice"), threshold=0.99)
             a.enforce_cap(Namespace(user_id="alice"), 1000)

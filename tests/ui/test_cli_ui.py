@@ -91,9 +91,9 @@ def test_serves_a_store_until_interrupted(tmp_path: Path, stop_signal: signal.Si
         assert "(read-only)" in line
         url = line.strip().rsplit(" ", 1)[1]
         assert url.startswith("http://127.0.0.1:") and "token" not in url
-        page = httpx.get(url, timeout=30)
+        page = httpx.get(url, timeout=60)
         assert page.status_code == 200 and "ada" in page.text and "bob" in page.text
-        timeline = httpx.get(url + "timeline?user=ada&agent=travel", timeout=30)
+        timeline = httpx.get(url + "timeline?user=ada&agent=travel", timeout=60)
         assert timeline.status_code == 200 and "timeline-chart" in timeline.text
     finally:
         proc.send_signal(stop_signal)
@@ -103,7 +103,7 @@ def test_serves_a_store_until_interrupted(tmp_path: Path, stop_signal: signal.Si
             # Hung on the way out: faulthandler (PYTHONFAULTHANDLER) prints
             # every thread's stack on SIGABRT, so the failure says where.
             proc.send_signal(signal.SIGABRT)
-            _, err = proc.communicate(timeout=30)
+            _, err = proc.communicate(timeout=60)
             pytest.fail(
                 f"actormem ui did not stop within 120 s of {stop_signal.name}:\n{err[-6000:]}"
             )

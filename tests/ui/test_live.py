@@ -60,7 +60,7 @@ def test_ring_is_bounded_and_reports_what_a_reader_missed(tmp_path: Path) -> Non
         feed = LiveFeed(rt, ring=10)
         done = _events_added(rt, 25)
         rt.add([Msg.user(f"m{i}") for i in range(25)])
-        assert done.wait(30)
+        assert done.wait(60)
         # The feed's own delivery thread may still be catching up: wait for its last event.
         _until(lambda: feed.seq >= 25)
         items, missed = feed.since(0)
@@ -125,7 +125,7 @@ def test_a_stalled_browser_never_slows_the_agent(tmp_path: Path) -> None:
             got = _sse(rt.ui.url + f"events?since={n - 5}", stop, n)
             assert [e["seq"] for e in got] == list(range(n - 4, n + 1))
             # and one that is further behind than the ring is told what it missed
-            with httpx.stream("GET", rt.ui.url + "events?since=1", timeout=30) as resp:
+            with httpx.stream("GET", rt.ui.url + "events?since=1", timeout=60) as resp:
                 lines = resp.iter_lines()
                 first = [next(lines) for _ in range(4)]
             assert "event: gap" in first and f"data: {n - 200 - 1}" in first
@@ -148,9 +148,9 @@ def test_closing_the_agent_ends_open_streams(tmp_path: Path) -> None:
 
     t = threading.Thread(target=read)
     t.start()
-    assert opened.wait(30)
+    assert opened.wait(60)
     rt.close()
-    t.join(30)
+    t.join(60)
     assert not t.is_alive() and "event: closed" in lines
 
 
