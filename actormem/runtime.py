@@ -17,13 +17,6 @@ Threading model (the README says the same):
 * The ``a``-prefixed methods are the asyncio twins: they await the same
   futures through ``asyncio.wrap_future`` (or run blocking store calls in a
   worker thread) and never block the event loop.
-
-The calls that only forward to one part live in private mixins beside this
-module, so this one reads as the wiring: the asyncio twins
-(``_runtime_async``), the long-term reads and keyed facts
-(``_runtime_long_term``), the model's tools (``_runtime_tools``, with the
-memory tool handlers in :mod:`actormem.recorder`), the journal calls
-(``_runtime_journal``) and the argument checks (``_runtime_args``).
 * Long-term reads (``retrieve``, ``get_fact``) and synchronous writes
   (``save_fact``, the ``record_to_memory`` tool) run on the caller's thread
   against the store, which serialises writers itself; they never wait
@@ -35,6 +28,14 @@ turn) is called.  Every call into the runtime counts as activity; when there
 has been none for ``RecorderConfig.idle_seconds`` and no turn is in flight,
 an Rx timer runs ``on_idle`` maintenance once (and again only after new
 activity and another quiet period).
+
+The calls that only forward to one part live in private mixins beside this
+module, so this one reads as the wiring: the asyncio twins
+(``_runtime_async``), the long-term reads and keyed facts
+(``_runtime_long_term``), the model's tools (``_runtime_tools``, with the
+memory tool handlers in :mod:`actormem.recorder`), the journal calls
+(``_runtime_journal``) and the argument checks (``_runtime_args``); what
+enters from outside is checked by the door, :mod:`actormem._door`.
 """
 
 from __future__ import annotations
