@@ -244,3 +244,28 @@ def test_an_imported_row_with_a_bad_value_is_refused_naming_row_and_column(
     target.close()
     again = make_store("target")
     assert [m.content for m in again.list(Namespace(user_id="ada"), limit=10)] == ["already there"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"user_id": 5}, r"user_id must be a str, got int"),
+        ({"user_id": ["ada"]}, r"user_id must be a str, got list"),
+        ({"user_id": "ada", "agent_id": math.nan}, r"agent_id must be a str, got float"),
+        ({"user_id": ""}, r"user_id '' must be 1-256 characters"),
+        ({"user_id": "a\x00b"}, r"user_id .* no control characters"),
+        ({"user_id": "x" * 257}, r"user_id .* must be 1-256 characters"),
+        ({"user_id": None}, r"needs at least one of"),
+    ],
+)
+def test_a_namespace_with_a_bad_name_is_refused_naming_it(
+    seeded: Any, fields: dict[str, Any], error: str
+) -> None:
+    from actormem.store import NamespaceError
+
+    before = _listing(seeded)
+    with pytest.raises(NamespaceError, match=error):
+        seeded.add(Namespace(**fields), "Ada has a cat")
+    with pytest.raises(NamespaceError, match=error):
+        seeded.add_many(Namespace(**fields), ["Ada has a cat"])
+    assert _listing(seeded) == before
