@@ -287,7 +287,10 @@ def _record_from_row(row: dict[str, Any], namespace: Namespace | None) -> Memory
         content=rec.content, kind=rec.kind, id=rec.id, metadata=rec.metadata, tags=rec.tags
     ).validate()
     if superseded is not None:
-        NewMemory(content="x", id=superseded).validate()
+        try:
+            NewMemory(content="x", id=superseded).validate()
+        except InvalidMemoryError as exc:  # it checks an id: say which column held it
+            raise InvalidMemoryError(f"superseded_by: {exc}") from None
     return rec
 
 

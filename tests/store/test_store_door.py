@@ -213,6 +213,11 @@ BAD_ROWS: list[tuple[str, Any, str]] = [
     ("metadata", [1, 2], "metadata"),
     ("metadata", nested(MAX_DEPTH + 1), "metadata"),
     ("id", 17, "id"),
+    ("id", "", "id"),
+    # The check of an id used to name "id" when the bad one was superseded_by.
+    ("superseded_by", "", "superseded_by"),
+    ("superseded_by", "x" * 300, "superseded_by"),
+    ("superseded_by", 5, "superseded_by"),
     ("user_id", 5, "user_id"),
 ]
 
