@@ -14,9 +14,11 @@ module holds the writes, BM25 scoring and the search that fuses them.
 Keyword search is BM25 over an inverted index kept here (``term -> rows,
 term frequencies`` in compact ``array`` buffers, read as numpy views).  DuckDB's
 FTS extension was not used: its index must be rebuilt to see new rows (~1 s at
-100k) and its tokenizer drops digits.  Document frequencies and the average
-length count killed rows until the next compaction -- a small, deliberate
-approximation that keeps writes O(terms).
+100k) and its tokenizer drops digits.  A killed row stays in the postings
+until the next compaction, but not in the statistics: its terms (tokenized
+again when it is killed) and its length are counted out, so document
+frequencies, the collection size and the average length are those of the live
+rows, as in an index rebuilt from the file, and writes stay O(terms).
 
 All methods take the index's own lock; numpy releases the GIL in the matrix
 product, the lock keeps the arrays consistent.
@@ -210,20 +212,29 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 self._kill_row(row)
                 removed += 1
                 if purge:
+                    if row < self._base_rows:  # the base file still holds it: rewrite
+                        self._base_rows = -1
                     self._records[row] = None
                     self._vecs[row] = 0.0
                     if self._pvecs is not None:
                         self._pvecs[row] = 0.0
         return removed
 
-    def replace_record(self, record: MemoryRecord) -> None:
-        """Swap the record of a live memory whose content did not change."""
+    def replace_record(self, record: MemoryRecord, *, row: int | None = None) -> None:
+        """Swap the record of a live memory whose content did not change.
+
+        ``row``: the memory's row, when the caller knows it (a delta's load,
+        before the key maps exist).
+        """
         with self._lock:
-            row = self._row_of.get(record.id)
+            if row is None:
+                row = self._row_of.get(record.id)
             if row is None:
                 return
             old = self._records[row]
             self._records[row] = record
+            if row < self._base_rows:
+                self._dirty.add(row)
             self._importance[row] = record.importance
             kind = self._kinds.code(record.kind)
             if kind != self._kind[row]:
@@ -242,6 +253,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             row = self._row_of.get(memory_id)
             if row is not None:
                 self._access[row] += delta
+                if row < self._base_rows:
+                    self._dirty.add(row)
 
     def touch(self, rows: Sequence[int] | I64, now: float) -> None:
         """Count one retrieval of each row at time ``now``."""
@@ -249,6 +262,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             idx = np.asarray(rows, dtype=np.int64)
             self._access[idx] += 1
             self._last[idx] = now
+            if self._base_rows > 0:
+                self._dirty.update(idx[idx < self._base_rows].tolist())
 
     def purge_all(self) -> None:
         """Forget everything (used before a rebuild)."""
@@ -307,9 +322,13 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         the posting, not the index.
         """
         n = self._n
-        if rows.size == 0 or not terms or n == 0:
+        if rows.size == 0 or not terms or n == 0 or self._live == 0:
             return np.zeros(rows.size, dtype=np.float32)
-        avgdl = self._total_len / n if self._total_len > 0 else 1.0
+        # the collection is the live rows: killed ones are counted out
+        docs = self._live
+        live_len = self._total_len - self._dead_len
+        avgdl = live_len / docs if live_len > 0 else 1.0
+        dead_df = self._dead_df
         small = rows.size * 4 < n
         acc = np.zeros(rows.size if small else n, dtype=np.float32)
         qcounts: dict[str, int] = {}
@@ -321,8 +340,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 continue
             prow = np.frombuffer(posting[0], dtype=np.int64)
             ptf = np.frombuffer(posting[1], dtype=np.float32)
-            df = prow.size
-            idf = np.float32(math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * qtf)
+            df = prow.size - dead_df.get(term, 0)
+            idf = np.float32(math.log(1.0 + (docs - df + 0.5) / (df + 0.5)) * qtf)
             if small:
                 # posting rows and scope rows are both ascending
                 if prow.size <= rows.size:
@@ -446,7 +465,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 rerank=rerank,
                 records=lambda top: [self._live_record(int(r)) for r in crow[top]],
                 doc_freq=self._doc_freq,
-                n_docs=self._n,
+                n_docs=self._live,
                 shown_cosine=shown_cos,
                 shown_bm25=shown_kw,
             )

@@ -40,11 +40,13 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import secrets
 import stat
 import struct
 import time
 import zlib
 from array import array
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
@@ -56,6 +58,8 @@ import structlog
 
 from actormem.store._index import MemoryIndex
 from actormem.store._index_rows import I64, HashRows, RecordRows, _Interner
+
+MapsBuild = Callable[[], tuple[dict[str, int], HashRows]]
 
 __all__ = [
     "INDEX_SNAPSHOT_MIN_ROWS",
@@ -75,6 +79,10 @@ log = structlog.get_logger(__name__)
 INDEX_SNAPSHOT_MIN_ROWS: Final = 20_000
 
 _MAGIC: Final = b"actormem-index\x00\x01"
+#: Spare rows after the matrices' data, as a share of the rows: appends after a
+#: load land there (copy-on-write pages of the mapping) instead of copying the
+#: whole matrix into a larger one.  A hole in the file: no disk space.
+_SPARE: Final = 0.25
 _PREFIX: Final = struct.Struct("<16sQI")
 _ALIGN: Final = 64
 FORMAT: Final = 1
@@ -106,6 +114,8 @@ class _Section(msgspec.Struct, frozen=True, array_like=True):
     offset: int
     nbytes: int
     crc: int
+    #: Zero bytes reserved after the data (a hole in the file, see ``_SPARE``).
+    spare: int = 0
 
 
 class _Header(msgspec.Struct, frozen=True):
@@ -119,6 +129,8 @@ class _Header(msgspec.Struct, frozen=True):
     tags: list[str]
     combos: list[tuple[str, str, str, str]]
     sections: list[_Section]
+    #: Names this file: a delta names the snapshot it applies to.
+    token: str = ""
 
 
 def _groups(codes: I64, count: int) -> tuple[I64, I64]:
@@ -230,7 +242,7 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
             "hashes": msgspec.msgpack.encode([h for _, h in hash_keys]),
         }
         del blobs, hash_keys
-        header = {
+        header: dict[str, Any] = {
             "format": FORMAT,
             "identity": identity,
             "rows": int(live.size),
@@ -240,41 +252,64 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
             "terms": [terms[i] for i in kept],
             "tags": [tags_all[i] for i in tkept],
             "combos": list(combo_of),
+            "token": secrets.token_hex(8),
         }
-        _write(path, header, arrays, buffers)
+        row_bytes = {"vecs": index.dim * 4}
+        if "pvecs" in arrays:
+            row_bytes["pvecs"] = arrays["pvecs"].shape[1] * 4
+        spare_rows = max(1024, int(live.size * _SPARE))
+        spare = {name: b * spare_rows for name, b in row_bytes.items()}
+
+        def encode(sections: list[_Section]) -> bytes:
+            return msgspec.msgpack.encode(_Header(sections=sections, **header))
+
+        write_sections(path, _MAGIC, encode, arrays, buffers, spare)
         return int(live.size)
 
 
-def _write(
+def write_sections(
     path: str,
-    header: dict[str, Any],
+    magic: bytes,
+    encode: Callable[[list[_Section]], bytes],
     arrays: dict[str, npt.NDArray[Any]],
     buffers: dict[str, bytes],
+    spare: dict[str, int] | None = None,
 ) -> None:
+    """Write ``magic | header | sections`` to ``path`` atomically (see the module docstring).
+
+    ``encode(sections)`` makes the header; ``spare[name]`` zero bytes are
+    reserved after that section's data (skipped over: a hole in the file).
+    """
+    spare = spare or {}
     parts: list[tuple[str, str, tuple[int, ...], memoryview]] = []
     for name, arr in arrays.items():
         arr = np.ascontiguousarray(arr)
-        parts.append((name, arr.dtype.str, arr.shape, memoryview(arr.data).cast("B")))
+        parts.append((name, arr.dtype.str, arr.shape, arr.reshape(-1).view(np.uint8).data))
     for name, buf in buffers.items():
         parts.append((name, "bytes", (len(buf),), memoryview(buf)))
     sections = []
     offset = 0
     for name, dtype, shape, view in parts:
-        sections.append(_Section(name, dtype, shape, offset, view.nbytes, zlib.crc32(view)))
-        offset += -(-view.nbytes // _ALIGN) * _ALIGN
-    head = msgspec.msgpack.encode(_Header(sections=sections, **header))
+        room = spare.get(name, 0)
+        sections.append(_Section(name, dtype, shape, offset, view.nbytes, zlib.crc32(view), room))
+        offset += -(-(view.nbytes + room) // _ALIGN) * _ALIGN
+    head = encode(sections)
     start = -(-(_PREFIX.size + len(head)) // _ALIGN) * _ALIGN
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with os.fdopen(fd, "wb", closefd=False) as out:
-                out.write(_PREFIX.pack(_MAGIC, len(head), zlib.crc32(head)))
+                out.write(_PREFIX.pack(magic, len(head), zlib.crc32(head)))
                 out.write(head)
                 out.write(b"\x00" * (start - _PREFIX.size - len(head)))
                 for (_, _, _, view), section in zip(parts, sections, strict=True):
                     out.write(view)
-                    out.write(b"\x00" * (-section.nbytes % _ALIGN))
+                    pad = -(section.nbytes + section.spare) % _ALIGN
+                    if section.spare:
+                        out.seek(section.spare, os.SEEK_CUR)
+                    out.write(b"\x00" * pad)
+                out.truncate(start + offset)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -289,13 +324,43 @@ def _write(
         os.close(dir_fd)
 
 
-def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> None:
-    """Fill the empty ``index`` from the snapshot at ``path``.
+class Mapped(msgspec.Struct):
+    """A snapshot or delta file mapped in memory, its header read, its sections located."""
+
+    header: Any
+    parts: dict[str, memoryview]
+    #: Each section with its spare room after the data.
+    rooms: dict[str, memoryview]
+    sections: list[_Section]
+
+    def check(self) -> None:
+        """Verify every section's checksum (zlib releases the GIL: two threads)."""
+        with ThreadPoolExecutor(2, thread_name_prefix="actormem-index-crc") as pool:
+            sums = dict(zip(self.parts, pool.map(zlib.crc32, self.parts.values()), strict=True))
+        for s in self.sections:
+            if sums[s.name] != s.crc:
+                raise SnapshotError(f"checksum mismatch in section {s.name}")
+
+    def arr(self, name: str, *, room: bool = False) -> npt.NDArray[Any]:
+        """Section ``name`` as a numpy view (``room``: with its spare rows)."""
+        if name not in self.parts:
+            raise SnapshotError(f"section {name} missing")
+        found = next(s for s in self.sections if s.name == name)
+        try:
+            if room:
+                flat = np.frombuffer(self.rooms[name], dtype=np.dtype(found.dtype))
+                return flat.reshape((-1, *found.shape[1:]))
+            return np.frombuffer(self.parts[name], dtype=np.dtype(found.dtype)).reshape(found.shape)
+        except (TypeError, ValueError) as exc:
+            raise SnapshotError(f"section {name}: {exc}") from exc
+
+
+def map_sections(path: str, magic: bytes, header_type: type[Any]) -> Mapped:
+    """Map ``path`` copy-on-write and read its header and section table.
 
     Raises:
-        SnapshotError: The snapshot is missing, damaged or stale; the reason
-            says which.  ``index`` is then left as it was.
-        FileNotFoundError: There is no snapshot.
+        SnapshotError: Not such a file, truncated, or a damaged header.
+        FileNotFoundError: There is no file.
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO there must not block
     try:
@@ -309,8 +374,8 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
     finally:
         os.close(fd)
     view = memoryview(mapped)
-    magic, head_len, head_crc = _PREFIX.unpack_from(view)
-    if magic != _MAGIC:
+    found, head_len, head_crc = _PREFIX.unpack_from(view)
+    if found != magic:
         raise SnapshotError("not an actormem index snapshot (bad magic)")
     start = -(-(_PREFIX.size + head_len) // _ALIGN) * _ALIGN
     if start > size:
@@ -319,44 +384,68 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
     if zlib.crc32(head) != head_crc:
         raise SnapshotError("header checksum mismatch")
     try:
-        header = msgspec.msgpack.decode(head, type=_Header)
+        header = msgspec.msgpack.decode(head, type=header_type)
     except msgspec.DecodeError as exc:
         raise SnapshotError(f"unreadable header: {exc}") from exc
     if header.format != FORMAT:
         raise SnapshotError(f"format {header.format}, this actormem reads {FORMAT}")
-    if header.identity != identity:
-        raise SnapshotError(_difference(header.identity, identity))
     parts: dict[str, memoryview] = {}
+    rooms: dict[str, memoryview] = {}
     for s in header.sections:
         lo = start + s.offset
-        if lo + s.nbytes > size:
+        if lo + s.nbytes + s.spare > size:
             raise SnapshotError(f"truncated: section {s.name} ends past the file's {size} bytes")
         parts[s.name] = view[lo : lo + s.nbytes]
-    # zlib releases the GIL: the large sections are checked on two threads.
-    with ThreadPoolExecutor(2, thread_name_prefix="actormem-index-crc") as pool:
-        sums = dict(zip(parts, pool.map(zlib.crc32, parts.values()), strict=True))
-    for s in header.sections:
-        if sums[s.name] != s.crc:
-            raise SnapshotError(f"checksum mismatch in section {s.name}")
-    shapes = {s.name: (s.dtype, s.shape) for s in header.sections}
+        rooms[s.name] = view[lo : lo + s.nbytes + s.spare]
+    return Mapped(header=header, parts=parts, rooms=rooms, sections=list(header.sections))
 
-    def arr(name: str) -> npt.NDArray[Any]:
-        if name not in parts:
-            raise SnapshotError(f"section {name} missing")
-        dtype, shape = shapes[name]
+
+def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> bool:
+    """Fill the empty ``index`` from the snapshot at ``path`` and its delta, if any.
+
+    The snapshot alone is used when its identity is the store's; else a delta
+    (``<path>.delta``, see :mod:`actormem.store._index_delta`) made for this
+    very snapshot must bring it to the store's commit number.
+
+    Returns:
+        Whether a delta was applied.
+
+    Raises:
+        SnapshotError: The snapshot or its delta is missing, damaged or stale;
+            the reason says which.  ``index`` is then left as it was.
+        FileNotFoundError: There is no snapshot.
+    """
+    from actormem.store._index_delta import apply_delta, map_delta  # builds on this module
+
+    base = map_sections(path, _MAGIC, _Header)
+    header: _Header = base.header
+    delta: Mapped | None = None
+    if header.identity != identity:
+        if msgspec.structs.replace(header.identity, commit_seq=identity.commit_seq) != identity:
+            raise SnapshotError(_difference(header.identity, identity))
         try:
-            return np.frombuffer(parts[name], dtype=np.dtype(dtype)).reshape(shape)
-        except (TypeError, ValueError) as exc:
-            raise SnapshotError(f"section {name}: {exc}") from exc
-
+            delta = map_delta(path + ".delta", header.token, header.identity.commit_seq, identity)
+        except FileNotFoundError:
+            raise SnapshotError(_difference(header.identity, identity)) from None
+    base.check()
+    if delta is not None:
+        delta.check()
     try:
-        _fill(index, header, arr, parts)
+        build_maps = _fill(index, header, base.arr, base.parts, base.arr("vecs", room=True))
+        index._base_token = header.token
+        index._base_seq = header.identity.commit_seq
+        index._base_rows = index.rows
+        if delta is not None:
+            build_maps = apply_delta(index, delta, build_maps)
+        if header.rows:
+            index._build_maps_later(build_maps)
     except SnapshotError:
         index.purge_all()
         raise
     except (ValueError, IndexError, KeyError, msgspec.DecodeError) as exc:
         index.purge_all()
         raise SnapshotError(f"inconsistent contents: {exc}") from exc
+    return delta is not None
 
 
 def _difference(found: SnapshotIdentity, wanted: SnapshotIdentity) -> str:
@@ -368,10 +457,17 @@ def _difference(found: SnapshotIdentity, wanted: SnapshotIdentity) -> str:
     return "identity differs"  # pragma: no cover - the caller compared them unequal
 
 
-def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memoryview]) -> None:
+def _fill(
+    index: MemoryIndex,
+    header: _Header,
+    arr: Any,
+    parts: dict[str, memoryview],
+    room: npt.NDArray[Any],
+) -> MapsBuild:
+    """Fill the index from the snapshot's sections; returns the key maps' build (not started)."""
     n = header.rows
     vecs = arr("vecs")
-    if vecs.shape != (n, index.dim):
+    if vecs.shape != (n, index.dim) or room.shape[0] < n:
         raise SnapshotError(f"vectors of shape {vecs.shape}, expected {(n, index.dim)}")
     offsets = arr("record_offsets")
     if offsets.shape != (n + 1,) or (n and int(offsets[-1]) != parts["records"].nbytes):
@@ -381,10 +477,10 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
         raise SnapshotError("id or hash rows do not match the rows")
     with index.lock:
         if n == 0:
-            return
+            return lambda: ({}, {})
         index._reset(16)
-        index._cap = n
-        index._vecs = vecs
+        index._cap = room.shape[0]
+        index._vecs = room
         for name in ("alive", "ns", "kind", "importance", "access", "last", "created", "doclen"):
             a = arr(name)
             if a.shape[-1] != n:
@@ -392,7 +488,9 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
             setattr(index, f"_{name}", a)
         if "proj" in parts:
             index._proj = arr("proj")
-            index._pvecs = arr("pvecs")
+            index._pvecs = arr("pvecs", room=True)
+            if index._pvecs.shape[0] != room.shape[0]:
+                raise SnapshotError("projected vectors of another capacity than the vectors")
         index._n = n
         index._live = n
         index._total_len = header.total_len
@@ -435,7 +533,7 @@ def _fill(index: MemoryIndex, header: _Header, arr: Any, parts: dict[str, memory
             postings[term] = (rows, tfs)
         index._postings = postings
         index._tag_rows = _split_rows(arr("tag_starts"), arr("tag_rows"), header.tags)
-        index._build_maps_later(build_maps)
+        return build_maps
 
 
 def _split_rows(starts: I64, rows: I64, keys: Any) -> dict[Any, array[int]]:
@@ -452,10 +550,11 @@ def _split_rows(starts: I64, rows: I64, keys: Any) -> dict[Any, array[int]]:
 
 
 def drop_snapshot(path: str) -> None:
-    """Remove the snapshot at ``path`` if there is one (a regular file: never a FIFO or such)."""
-    with contextlib.suppress(OSError):
-        if stat.S_ISREG(os.lstat(path).st_mode):
-            os.unlink(path)
+    """Remove the snapshot at ``path`` and its delta (regular files only: never a FIFO or such)."""
+    for p in (path, path + ".delta"):
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(p).st_mode):
+                os.unlink(p)
 
 
 def load_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> bool:
@@ -470,28 +569,55 @@ def load_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> boo
     """
     t0 = time.perf_counter()
     try:
-        load_snapshot(path, identity, index)
+        with_delta = load_snapshot(path, identity, index)
     except FileNotFoundError:
+        drop_snapshot(path)  # a delta without its snapshot is of no use
         return False
     except (SnapshotError, OSError) as exc:
         reason = exc.reason if isinstance(exc, SnapshotError) else f"unreadable: {exc}"
         log.warning("store.index_snapshot_rebuilt", path=path, reason=reason)
         drop_snapshot(path)
         return False
+    if not with_delta:  # one left over from before the snapshot was written
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path + ".delta").st_mode):
+                os.unlink(path + ".delta")
     log.info(
         "store.index_snapshot_loaded",
         path=path,
         memories=len(index),
+        delta=with_delta,
         seconds=round(time.perf_counter() - t0, 3),
     )
     return True
 
 
 def save_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> bool:
-    """Write the snapshot; on failure log it, remove any stale one and return ``False``."""
+    """Write the snapshot (or only its delta); on failure log it, remove any stale one.
+
+    A delta is written when the index came from the snapshot on disk and its
+    changes since are small (see :func:`~actormem.store._index_delta.save_delta`);
+    else the whole snapshot, and any delta is removed.
+
+    Returns:
+        Whether the index is saved.
+    """
+    from actormem.store._index_delta import save_delta  # builds on this module
+
     t0 = time.perf_counter()
     try:
+        written = save_delta(index, path + ".delta", identity)
+        if written is not None:
+            log.info(
+                "store.index_delta_written",
+                path=path,
+                rows=written,
+                seconds=round(time.perf_counter() - t0, 3),
+            )
+            return True
         rows = save_snapshot(index, path, identity)
+        with contextlib.suppress(OSError):  # of the snapshot just replaced
+            os.unlink(path + ".delta")
     except OSError as exc:
         log.warning("store.index_snapshot_failed", path=path, error=str(exc))
         drop_snapshot(path)

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem.store._tokenize import tokenize
 from actormem.store._types import MemoryRecord
 
 __all__ = [
@@ -194,7 +195,20 @@ class IndexRows:
         self._postings: dict[str, tuple[array[int], array[float]]] = {}
         self._tag_rows: dict[str, array[int]] = {}
         self._total_len = 0.0
+        #: Term -> killed rows holding it, and the killed rows' total length:
+        #: BM25 counts live rows only without rewriting postings on a kill.
+        self._dead_df: dict[str, int] = {}
+        self._dead_len = 0.0
         self._live = 0
+        #: Rows loaded from an index snapshot's base file (-1: none, or the
+        #: base can no longer be brought up to date by a delta: a purge, a new
+        #: projection); ``_dirty``: those of them whose record or access
+        #: figures changed since (see :mod:`actormem.store._index_delta`).
+        self._base_rows = -1
+        self._dirty: set[int] = set()
+        #: The loaded snapshot's token and commit number (a delta names them).
+        self._base_token = ""
+        self._base_seq = -1
         #: Bumped by every change of the rows' liveness or namespaces.
         self._version = 0
         self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
@@ -269,18 +283,26 @@ class IndexRows:
         return self._n
 
     def _grow(self, need: int) -> None:
-        if need <= self._cap:
-            return
+        """Make room for ``need`` rows.
+
+        The matrices double when full.  The per-row arrays follow the
+        matrices' capacity separately: after a snapshot load the matrices
+        come with spare rows (see :mod:`actormem.store._index_file`) while
+        the small arrays hold exactly the loaded rows.
+        """
+        if need > self._cap:
+            cap = self._cap
+            while cap < need:
+                cap *= 2
+            vecs = np.zeros((cap, self.dim), dtype=np.float32)
+            vecs[: self._n] = self._vecs[: self._n]
+            self._vecs = vecs
+            if self._pvecs is not None:
+                pvecs = np.zeros((cap, self._approx_dims), dtype=np.float32)
+                pvecs[: self._n] = self._pvecs[: self._n]
+                self._pvecs = pvecs
+            self._cap = cap
         cap = self._cap
-        while cap < need:
-            cap *= 2
-        vecs = np.zeros((cap, self.dim), dtype=np.float32)
-        vecs[: self._n] = self._vecs[: self._n]
-        self._vecs = vecs
-        if self._pvecs is not None:
-            pvecs = np.zeros((cap, self._approx_dims), dtype=np.float32)
-            pvecs[: self._n] = self._pvecs[: self._n]
-            self._pvecs = pvecs
         for name in (
             "_alive",
             "_kind",
@@ -291,13 +313,14 @@ class IndexRows:
             "_doclen",
         ):
             old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)
-            new[: self._n] = old[: self._n]
-            setattr(self, name, new)
-        ns = np.zeros((4, cap), dtype=np.int32)
-        ns[:, : self._n] = self._ns[:, : self._n]
-        self._ns = ns
-        self._cap = cap
+            if old.shape[0] < need:
+                new = np.zeros(cap, dtype=old.dtype)
+                new[: self._n] = old[: self._n]
+                setattr(self, name, new)
+        if self._ns.shape[1] < need:
+            ns = np.zeros((4, cap), dtype=np.int32)
+            ns[:, : self._n] = self._ns[:, : self._n]
+            self._ns = ns
 
     def _kill_row(self, row: int) -> None:
         if not self._alive[row]:
@@ -307,11 +330,19 @@ class IndexRows:
         self._live -= 1
         rec = self._records[row]
         if rec is not None:
+            self._count_dead(rec.content, row)
             hkey = (rec.namespace.key(), rec.content_hash)
             if self._hash_row.get(hkey) == row:
                 del self._hash_row[hkey]
             if self._row_of.get(rec.id) == row:
                 del self._row_of[rec.id]
+
+    def _count_dead(self, content: str, row: int) -> None:
+        """Take a killed row out of the BM25 statistics (its terms and length)."""
+        dead_df = self._dead_df
+        for term in set(tokenize(content)):
+            dead_df[term] = dead_df.get(term, 0) + 1
+        self._dead_len += float(self._doclen[row])
 
     @property
     def lock(self) -> threading.RLock:
@@ -340,6 +371,6 @@ class IndexRows:
         return rec
 
     def _doc_freq(self, term: str) -> int:
-        """Rows whose content holds ``term`` (killed rows included until compaction)."""
+        """Live rows whose content holds ``term``."""
         posting = self._postings.get(term)
-        return 0 if posting is None else len(posting[0])
+        return 0 if posting is None else len(posting[0]) - self._dead_df.get(term, 0)

@@ -65,6 +65,7 @@ class VectorSearch(IndexRows):
             end = min(start + 65_536, self._n)
             pvecs[start:end] = self._project(self._vecs[start:end])
         self._pvecs = pvecs
+        self._base_rows = -1  # every projected row changed: a delta cannot say so
         log.info("index.projection_learned", rows=self._n, dims=self._approx_dims)
 
     def cosine(self, rows: I64, query: F32) -> F32:

@@ -148,8 +148,9 @@ def _truncate(snapshot: Path, stash: Path) -> None:
 
 def _garble_vectors(snapshot: Path, stash: Path) -> None:
     data = bytearray(snapshot.read_bytes())
-    mid = len(data) // 3  # inside the sections (the vectors come first)
-    data[mid : mid + 16] = bytes(255 - b for b in data[mid : mid + 16])
+    head_len = int.from_bytes(data[16:24], "little")
+    at = -(-(28 + head_len) // 64) * 64 + 100  # the vectors are the first section
+    data[at : at + 16] = bytes(255 - b for b in data[at : at + 16])
     snapshot.write_bytes(bytes(data))
 
 
@@ -160,7 +161,10 @@ def _garble_header(snapshot: Path, stash: Path) -> None:
 
 
 def _stale(snapshot: Path, stash: Path) -> None:
-    shutil.copy(stash, snapshot)  # the snapshot from before the last session's writes
+    # the snapshot from before the last session's writes, without the delta
+    # that brings it up to date
+    shutil.copy(stash, snapshot)
+    Path(str(snapshot) + ".delta").unlink()
 
 
 def _not_a_snapshot(snapshot: Path, stash: Path) -> None:
@@ -298,3 +302,149 @@ def test_key_maps_built_from_the_records_when_the_background_build_fails(tmp_pat
         assert _events(logs, "index.key_maps_failed")
         assert store._index.find_hash(some.namespace.key(), some.content_hash) == some.id
         assert store.add(some.namespace, some.content).op in ("MERGE", "NOOP")
+
+
+# -- the delta: what changed since the snapshot (actormem.store._index_delta) ------------------
+
+
+def _delta(path: Path) -> Path:
+    return Path(str(path) + ".index.delta")
+
+
+def _later_session(path: Path, n: int) -> None:
+    """A session that loads the snapshot (and delta) and changes a few memories."""
+    with _open(path) as store:
+        assert _loaded(store)
+        hits = store.search(f"{WORDS[n % 12]} note", ALICE, 3)  # counts retrievals
+        store.update(ALICE, hits[0].memory.id, content=f"rewritten in session {n} item{n}xyz")
+        store.update(ALICE, hits[1].memory.id, tags=["odd", f"session{n}"], importance=0.95)
+        store.delete(ALICE, hits[2].memory.id)
+        store.add(BOB, f"added in session {n} item{n}abc", tags=[f"s{n}"])
+
+
+def test_close_after_a_few_changes_writes_a_delta_and_keeps_the_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    snapshot = Path(str(path) + ".index")
+    with _open(path) as store:
+        _fill(store)
+    assert not _delta(path).exists()
+    stamp = os.stat(snapshot).st_mtime_ns
+    for session in (2, 3, 4):  # each delta is cumulative from the same snapshot
+        _later_session(path, session)
+        assert os.stat(snapshot).st_mtime_ns == stamp  # not rewritten
+        assert _delta(path).exists() and _delta(path).stat().st_mode & 0o777 == 0o600
+        with structlog.testing.capture_logs() as logs, _open(path) as store:
+            assert _loaded(store) and not logs
+            loaded = _answers(store)
+            assert store.search(f"rewritten in session {session}", ALICE, 1)[0].memory.content == (
+                f"rewritten in session {session} item{session}xyz"
+            )
+            # the loaded key maps know the delta's rows and not its deleted ones
+            again = store.add(BOB, f"added in session {session} item{session}abc")
+            assert again.op in ("MERGE", "NOOP")
+        # the exact duplicate changed access counts only: still a delta
+        assert os.stat(snapshot).st_mtime_ns == stamp
+        assert loaded == _rebuilt_answers(path, tmp_path)
+
+
+def test_a_search_alone_costs_a_delta_of_its_touched_rows(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    with _open(path) as store:
+        _fill(store)
+    stamp = os.stat(str(path) + ".index").st_mtime_ns
+    with _open(path) as store:
+        hits = store.search("ocean violin", BOB, 4)
+    assert os.stat(str(path) + ".index").st_mtime_ns == stamp and _delta(path).exists()
+    with _open(path) as store:
+        assert _loaded(store)
+        for hit in hits:  # (a hit carries its count after this retrieval)
+            again = store.get(BOB, hit.memory.id)
+            assert again is not None and again.access_count == hit.memory.access_count >= 1
+        assert _answers(store) == _rebuilt_answers(path, tmp_path)
+
+
+def _stale_delta(path: Path, stash: Path) -> None:
+    shutil.copy(stash, _delta(path))  # the delta of the session before the last
+
+
+def _torn_delta(path: Path, stash: Path) -> None:
+    data = _delta(path).read_bytes()
+    _delta(path).write_bytes(data[: len(data) - 100])
+
+
+def _garbled_delta(path: Path, stash: Path) -> None:
+    data = bytearray(_delta(path).read_bytes())
+    data[-60:-50] = bytes(255 - b for b in data[-60:-50])
+    _delta(path).write_bytes(bytes(data))
+
+
+def _lost_snapshot(path: Path, stash: Path) -> None:
+    Path(str(path) + ".index").unlink()
+
+
+DELTA_DAMAGE: dict[str, tuple[Callable[[Path, Path], None], str]] = {
+    "stale delta": (_stale_delta, "delta stale: snapshot has commit_seq="),
+    "torn delta": (_torn_delta, "delta: truncated: section"),
+    "garbled delta": (_garbled_delta, "checksum mismatch in section new_records"),
+    "no snapshot": (_lost_snapshot, ""),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DELTA_DAMAGE))
+def test_a_stale_torn_or_orphan_delta_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "m.duckdb"
+    snapshot = Path(str(path) + ".index")
+    stash = tmp_path / "old.delta"
+    with _open(path) as store:
+        _fill(store)
+    _later_session(path, 2)
+    shutil.copy(_delta(path), stash)
+    _later_session(path, 3)
+    expected = _rebuilt_answers(path, tmp_path)
+    harm, reason = DELTA_DAMAGE[damage]
+    harm(path, stash)
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        warned = _events(logs, "store.index_snapshot_rebuilt")
+        if reason:
+            assert len(warned) == 1 and warned[0]["log_level"] == "warning"
+            assert reason in warned[0]["reason"], warned[0]["reason"]
+        assert not _loaded(store)
+        assert not snapshot.exists() and not _delta(path).exists()  # never misread later
+        assert _answers(store) == expected
+        store.add(ALICE, "one more after the rebuild item777")
+    assert snapshot.exists() and not _delta(path).exists()  # written whole on close
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert _loaded(store) and not logs
+        assert store.search("one more after the rebuild", ALICE, 1)[0].memory.content.endswith(
+            "item777"
+        )
+
+
+def test_forget_rewrites_the_snapshot_without_the_forgotten_text(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    snapshot = Path(str(path) + ".index")
+    secret = Namespace(user_id="carol", agent_id="bot")
+    with _open(path) as store:
+        _fill(store)
+        store.add(secret, "carol's secret passphrase zebra-quartz-9")
+    assert b"zebra-quartz-9" in snapshot.read_bytes()
+    _later_session(path, 2)  # a delta first: the forget must not leave the text in the base
+    with _open(path) as store:
+        store.forget(secret)
+    assert not _delta(path).exists()
+    assert b"zebra-quartz-9" not in snapshot.read_bytes()
+    with _open(path) as store:
+        assert _loaded(store)
+        assert store.search("zebra quartz", secret, 3) == []
+        assert _answers(store) == _rebuilt_answers(path, tmp_path)
+
+
+def test_many_changes_rewrite_the_whole_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    with _open(path) as store:
+        _fill(store)
+    with _open(path) as store:  # more new rows than a delta takes (DELTA_MIN_ROWS)
+        store.add_many(ALICE, [NewMemory(content=f"bulk memory {i} item{i}q") for i in range(1100)])
+    assert not _delta(path).exists()
+    with _open(path) as store:
+        assert _loaded(store) and len(store._index) == 2 * 120 - 1 + 1100
