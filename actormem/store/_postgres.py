@@ -51,6 +51,12 @@ Faults
     the database (never the password) and the cause.  Nothing is half
     written: each write is one transaction.
 
+Planner statistics
+    Each time the rows a process inserted may have doubled the table, it
+    runs ``ANALYZE memories`` in the background
+    (:mod:`actormem.store._pg_analyze`): a table loaded faster than
+    autovacuum looks at it otherwise gets plans made for an empty table.
+
 Access statistics
     As for DuckDB: counted in a pending buffer and written in one batched
     ``UPDATE ... access_count = access_count + n`` (increments from several
@@ -75,6 +81,7 @@ import structlog
 from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
 from actormem.store._limits import STORE_SETTINGS
+from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scope_text
 from actormem.store._pg_conn import first_line, is_lost, redacted
 from actormem.store._pg_keyword import keyword_top
@@ -218,6 +225,7 @@ class PostgresStore(PgQueries, StoreBase):
         self._pool: Any = self._new_pool()
         self._ann = AnnIndexes(self._connect, self.url, hnsw_min_rows)
         self._scope_docs: dict[str, int] = {}  # live rows of the large scopes searched
+        self._planner_stats = PlannerStats(self._connect, self.url)
         try:
             self._read("open", self._ann.refresh)
             self.last_reembed: ReembedReport | None = None
@@ -430,6 +438,7 @@ class PostgresStore(PgQueries, StoreBase):
             log.warning("store.flush_failed_on_close", where=self.url, error=str(exc))
         self._closed = True
         self._ann.close()
+        self._planner_stats.close()
         if self._pid == os.getpid():
             self._pool.close()
         log.info("store.closed", where=self.url)
@@ -591,9 +600,13 @@ class PostgresStore(PgQueries, StoreBase):
             batch = Batch()
             out = plan(Planner(view, self._weights, self._near), now, batch)
             self._commit(conn, batch, now)
+            inserted[0] = len(batch.inserts)
             return out
 
-        return self._transaction(what, body)
+        inserted = [0]
+        out = self._transaction(what, body)
+        self._planner_stats.wrote(inserted[0])
+        return out
 
     def _commit(self, conn: Any, batch: Batch, now: float) -> None:
         if batch.inserts:

@@ -524,3 +524,37 @@ def test_a_wrong_password_is_a_clear_error_that_never_shows_the_password(pg_dsn:
             conn.execute(f'REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM "{role}"')
             conn.execute(f'REVOKE ALL ON SCHEMA public FROM "{role}"')
             conn.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_bulk_load_leaves_the_planner_statistics_of_the_loaded_table(pg_dsn: str) -> None:
+    # Loaded faster than autovacuum looks, the table would have no statistics and
+    # the planner would plan a batch's duplicate check (and a tenant's search) for
+    # an empty table; the store analyzes each time its inserts may have doubled it.
+    store = _open(pg_dsn)
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            assert conn.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass"
+            ).fetchone()[0] < 1  # never analyzed (-1) or empty
+        store.add_many(NS, [f"bulk note {i} zq{i}" for i in range(600)])
+        store._planner_stats.wait()
+        assert store._planner_stats.analyzed == 0  # not due yet (< 1,000 rows)
+        store.add_many(NS, [f"bulk note {i} zq{i}" for i in range(600, 1500)])
+        store._planner_stats.wait()
+        assert store._planner_stats.analyzed == 1
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            reltuples, analyzed = conn.execute(
+                "SELECT c.reltuples, s.last_analyze FROM pg_class c JOIN pg_stat_user_tables s "
+                "ON s.relid = c.oid WHERE c.oid = 'memories'::regclass"
+            ).fetchone()
+        assert reltuples == 1500 and analyzed is not None
+        # the next analysis waits for the table to double again
+        store.add_many(NS, [f"more note {i}" for i in range(1000)])
+        store._planner_stats.wait()
+        assert store._planner_stats.analyzed == 1
+        store.add_many(NS, [f"more note {i}" for i in range(1000, 1600)])
+        store._planner_stats.wait()
+        assert store._planner_stats.analyzed == 2
+        assert store.count(NS) == 3100
+    finally:
+        store.close()
