@@ -533,9 +533,12 @@ def test_a_bulk_load_leaves_the_planner_statistics_of_the_loaded_table(pg_dsn: s
     store = _open(pg_dsn)
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            assert conn.execute(
-                "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass"
-            ).fetchone()[0] < 1  # never analyzed (-1) or empty
+            assert (
+                conn.execute(
+                    "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass"
+                ).fetchone()[0]
+                < 1
+            )  # never analyzed (-1) or empty
         store.add_many(NS, [f"bulk note {i} zq{i}" for i in range(600)])
         store._planner_stats.wait()
         assert store._planner_stats.analyzed == 0  # not due yet (< 1,000 rows)
