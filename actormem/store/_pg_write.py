@@ -2,13 +2,15 @@
 
 Used inside the write transaction of :class:`~actormem.store._postgres.PostgresStore`
 (kept apart from its connection handling).  New memories and history rows go
-in with binary ``COPY`` (pgvector's adapter writes the vectors); changed rows
+in with binary ``COPY`` (the memories' rows encoded here in one pass, see
+:func:`encode_inserts`); changed rows
 with one ``UPDATE ... FROM unnest(...)`` per batch, so a merge or a
 maintenance run of thousands of rows is one statement.
 """
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
@@ -17,10 +19,17 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem.store._pg_search import term_counts
-from actormem.store._records import Change, json_text, jsonb_text, us
+from actormem.store._records import Change, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
 
-__all__ = ["copy_history", "copy_inserts", "key_text", "lock_keys", "update_changes"]
+__all__ = [
+    "copy_history",
+    "copy_inserts",
+    "encode_inserts",
+    "key_text",
+    "lock_keys",
+    "update_changes",
+]
 
 F32 = npt.NDArray[np.float32]
 
@@ -29,30 +38,6 @@ _INSERT_COLUMNS: Final = (
     "importance, tags, source_ids, created_at, updated_at, last_accessed, access_count, "
     "superseded_by, deleted_at, metadata, terms, tfs, doclen"
 )
-_INSERT_TYPES: Final = [
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "vector",
-    "float8",
-    "text[]",
-    "text[]",
-    "int8",
-    "int8",
-    "int8",
-    "int8",
-    "text",
-    "int8",
-    "jsonb",
-    "text[]",
-    "int4[]",
-    "int4",
-]
 
 
 def key_text(key: Sequence[str]) -> str:
@@ -66,47 +51,108 @@ def lock_keys(conn: Any, keys: Sequence[Sequence[str]]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key_text(key),))
 
 
-def _jsonb(value: dict[str, Any]) -> Any:
-    from psycopg.types.json import Jsonb
-
-    return Jsonb(value, dumps=jsonb_text)
-
-
 def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None:
-    """Insert new memory rows (with their BM25 term counts) by binary COPY."""
+    """Insert new memory rows (with their BM25 term counts) by binary COPY.
+
+    The rows are encoded here, all at once, into PostgreSQL's binary COPY
+    format (:func:`encode_inserts`) and sent as one buffer: psycopg's
+    per-row ``write_row`` spent about as long encoding a 1,000-row batch
+    (arrays element by element, the vector through its adapter) as the
+    server spent storing it.
+    """
+    data = encode_inserts(inserts)
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
     with conn.cursor() as cur, cur.copy(sql) as copy:
-        copy.set_types(_INSERT_TYPES)
-        for rec, vec in inserts:
-            json_text(rec.metadata)  # a clear error for what JSON cannot hold
-            terms, tfs, doclen = term_counts(rec.content)
-            key = rec.namespace.key()
-            copy.write_row(
-                (
-                    rec.id,
-                    key[0],
-                    key[1],
-                    key[2],
-                    key[3],
-                    rec.kind,
-                    rec.content,
-                    rec.content_hash,
-                    np.asarray(vec, dtype=np.float32),
-                    float(rec.importance),
-                    list(rec.tags),
-                    list(rec.source_ids),
-                    us(rec.created_at),
-                    us(rec.updated_at),
-                    us(rec.last_accessed),
-                    int(rec.access_count),
-                    rec.superseded_by,
-                    None if rec.deleted_at is None else us(rec.deleted_at),
-                    _jsonb(rec.metadata),
-                    terms,
-                    tfs,
-                    doclen,
-                )
-            )
+        copy.write(data)
+
+
+# PostgreSQL's binary COPY format: a signature, then per row the number of
+# fields and each field as its length (-1: NULL) and its binary value (what
+# the type's ``recv`` function reads), then -1 as the trailer (psycopg adds it).
+_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+_NULL: Final = b"\xff\xff\xff\xff"
+_TEXT_OID: Final = 25
+_INT4_OID: Final = 23
+_I2 = struct.Struct("!h").pack
+_I4 = struct.Struct("!i").pack
+_I8 = struct.Struct("!q").pack
+_F8 = struct.Struct("!d").pack
+_FIELDS: Final = _I2(22)
+_EMPTY_TEXT_ARRAY: Final = _I4(12) + _I4(0) + _I4(0) + _I4(_TEXT_OID)
+
+
+def _text(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return _I4(len(data)) + data
+
+
+def _int8(value: int) -> bytes:
+    return b"\x00\x00\x00\x08" + _I8(value)
+
+
+def _text_array(values: Sequence[str]) -> bytes:
+    """A one-dimensional ``text[]`` (``int4[]`` with ``oid``) field, no NULL elements."""
+    if not values:
+        return _EMPTY_TEXT_ARRAY
+    body = [_I4(1), _I4(0), _I4(_TEXT_OID), _I4(len(values)), _I4(1)]
+    for v in values:
+        data = v.encode("utf-8")
+        body.append(_I4(len(data)))
+        body.append(data)
+    out = b"".join(body)
+    return _I4(len(out)) + out
+
+
+def _int4_array(values: Sequence[int]) -> bytes:
+    n = len(values)
+    if not n:
+        return _I4(12) + _I4(0) + _I4(0) + _I4(_INT4_OID)
+    body = struct.pack(
+        f"!iiiii{2 * n}i", 1, 0, _INT4_OID, n, 1, *[x for v in values for x in (4, v)]
+    )
+    return _I4(len(body)) + body
+
+
+def encode_inserts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> bytes:
+    """The binary COPY stream (signature and rows, no trailer) of new memory rows."""
+    if not inserts:
+        return _SIGNATURE
+    # pgvector's binary value: dimensions (int2), an unused int2, big-endian float4s
+    mat = np.ascontiguousarray(np.stack([v for _, v in inserts]), dtype=">f4")
+    dim = int(mat.shape[1])
+    vec_head = _I4(4 + 4 * dim) + _I2(dim) + _I2(0)
+    out = [_SIGNATURE]
+    for (rec, _), vec in zip(inserts, mat, strict=True):
+        meta = jsonb_text(rec.metadata).encode("utf-8")  # a clear error for what JSON cannot hold
+        terms, tfs, doclen = term_counts(rec.content)
+        key = rec.namespace.key()
+        out += (
+            _FIELDS,
+            _text(rec.id),
+            _text(key[0]),
+            _text(key[1]),
+            _text(key[2]),
+            _text(key[3]),
+            _text(rec.kind),
+            _text(rec.content),
+            _text(rec.content_hash),
+            vec_head,
+            vec.tobytes(),
+            b"\x00\x00\x00\x08" + _F8(float(rec.importance)),
+            _text_array(rec.tags),
+            _text_array(rec.source_ids),
+            _int8(us(rec.created_at)),
+            _int8(us(rec.updated_at)),
+            _int8(us(rec.last_accessed)),
+            _int8(int(rec.access_count)),
+            _NULL if rec.superseded_by is None else _text(rec.superseded_by),
+            _NULL if rec.deleted_at is None else _int8(us(rec.deleted_at)),
+            _I4(len(meta) + 1) + b"\x01" + meta,  # jsonb: a version byte, then the text
+            _text_array(terms),
+            _int4_array(tfs),
+            b"\x00\x00\x00\x04" + _I4(doclen),
+        )
+    return b"".join(out)
 
 
 def update_changes(conn: Any, changes: Sequence[Change]) -> None:
