@@ -48,8 +48,10 @@ log = structlog.get_logger(__name__)
 #: rows were added in (neighbouring episodes as search context); **3** -- the
 #: keyword statistics ``scope_stats`` / ``term_stats`` kept by triggers, the
 #: episodes' neighbour index and ``vector_indexes``; **4** -- ``postings``, one row per
-#: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`).
-PG_SCHEMA_VERSION: Final = 4
+#: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`);
+#: **5** -- new rows are added to the statistics by the inserting transaction instead
+#: of a trigger (:func:`_inserts_counted_by_writer`).
+PG_SCHEMA_VERSION: Final = 5
 
 #: The advisory lock taken while creating or migrating the schema.
 _MIGRATE_LOCK: Final = "actormem.store.schema"
@@ -205,6 +207,8 @@ def _add_stats(conn: Any, dim: int) -> None:
     transaction, so the figures always match the committed rows whichever
     code (or person) writes them; writers of one namespace already take its
     advisory lock, writers of different namespaces touch different rows.
+    (Version 5 drops the trigger on inserts: the store adds new rows itself,
+    see :func:`_inserts_counted_by_writer`.)
     """
     conn.execute(
         f"""
@@ -407,12 +411,25 @@ def _add_postings(conn: Any, dim: int) -> None:
     conn.execute("ANALYZE term_bounds")
 
 
+def _inserts_counted_by_writer(conn: Any, dim: int) -> None:
+    """Drop the statistics trigger on inserts: the store counts new rows itself.
+
+    The figures stay as they are (they already match the rows); from now on
+    :func:`~actormem.store._pg_write.copy_inserts`, the only way rows enter
+    ``memories``, adds them in the same transaction.  Updates and deletes
+    keep their triggers.
+    """
+    conn.execute("DROP TRIGGER IF EXISTS memories_stats_insert ON memories")
+    conn.execute("DROP FUNCTION IF EXISTS actormem_stats_insert()")
+
+
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).
 MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     0: _create_v1,
     1: _add_seq,
     2: _add_stats,
     3: _add_postings,
+    4: _inserts_counted_by_writer,
 }
 
 

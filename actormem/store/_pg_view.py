@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from actormem.store._kinds import MERGE_KINDS
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql, vec
-from actormem.store._pg_write import lock_keys
+from actormem.store._pg_write import array_text, lock_keys
 from actormem.store._planning import ScopeState, nearest_in
 from actormem.store._records import row_to_record
 from actormem.store._types import MemoryRecord, Namespace
@@ -58,10 +58,10 @@ class PgView:
             rows = self._conn.execute(
                 "SELECT DISTINCT ON (content_hash) content_hash, id FROM memories "
                 "WHERE user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s "
-                f"AND content_hash = ANY(%s) AND {PG_LIVE} "
+                f"AND content_hash = ANY(%s::text[]) AND {PG_LIVE} "
                 "ORDER BY content_hash, kind = 'fact' DESC, "
                 "kind IN ('preference', 'procedure') DESC, created_at, id",
-                (*key, wanted),
+                (*key, array_text(wanted)),
             ).fetchall()
             found = {str(h): str(i) for h, i in rows}
             for h in wanted:
@@ -115,7 +115,7 @@ class PgView:
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         rows = self._conn.execute(
-            "SELECT id FROM memories WHERE id = ANY(%s)", (builtins.list(ids),)
+            "SELECT id FROM memories WHERE id = ANY(%s::text[])", (array_text(ids),)
         ).fetchall()
         return {str(r[0]) for r in rows}
 
