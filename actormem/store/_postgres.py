@@ -311,6 +311,18 @@ class PostgresStore(PgQueries, StoreBase):
                     self._pid = os.getpid()
         return self._pool.connection(timeout=float(self._connect_timeout))
 
+    def _check_pool(self) -> None:
+        """After a lost connection: test the pool's idle connections, replace dead ones.
+
+        What ended one connection (a server restart, a failover, an
+        administrator) usually ended them all; without this, each retry would
+        take the next dead connection from the pool.
+        """
+        try:
+            self._pool.check()
+        except Exception as exc:  # the retry will say what is wrong
+            log.warning("store.pg_pool_check_failed", where=self.url, error=first_line(exc))
+
     def _lost(self, exc: BaseException) -> bool:
         return is_lost(self._pg, exc)
 
@@ -327,6 +339,7 @@ class PostgresStore(PgQueries, StoreBase):
                     raise
                 if self._lost(exc) and attempt == 1:
                     log.warning("store.pg_retry", op=what, error=first_line(exc))
+                    self._check_pool()
                     continue
                 raise StoreError(f"{what} in {self.url} failed: {first_line(exc)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -375,6 +388,7 @@ class PostgresStore(PgQueries, StoreBase):
                         ) from None
                     raise
                 last = exc
+                self._check_pool()
                 status = self._outcome(xid, pid) if xid is not None else "aborted"
                 if status == "committed" and done:
                     log.warning("store.pg_commit_confirmed", op=what, error=first_line(exc))

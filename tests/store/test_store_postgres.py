@@ -613,3 +613,48 @@ def test_every_column_of_a_copied_row_reads_back_exactly(pg_dsn: str) -> None:
                 assert (terms, tfs, doclen) == tuple(term_counts(item.content))
     finally:
         store.close()
+
+
+def _kill_other_backends(dsn: str) -> int:
+    """Terminate every other connection to the database (and wait until each is gone)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert all(r[0] for r in rows)
+    return len(rows)
+
+
+def test_reads_and_writes_go_on_after_every_pooled_connection_was_killed(pg_dsn: str) -> None:
+    # A server restart or failover ends every connection a worker holds idle; the
+    # next read and the next write must get fresh ones, not fail on each dead one.
+    store = _open(pg_dsn, pool_size=4)
+    try:
+        mid = store.add(NS, "survives the connections dropping zqkillx").id
+        barrier = threading.Barrier(4)
+        errors: list[BaseException] = []
+
+        def hold() -> None:  # four searches at once: the pool opens four connections
+            try:
+                with store._conn():
+                    barrier.wait(timeout=30)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=hold) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+        assert _kill_other_backends(pg_dsn) >= 4
+        hits = store.search("zqkillx", NS, limit=1)
+        assert hits and hits[0].memory.id == mid
+        assert _kill_other_backends(pg_dsn) >= 1
+        res = store.add(NS, "written after the second drop zqagainx")
+        assert res.op == "ADD"
+        assert store.count(NS) == 2
+        assert [h.op for h in store.history(NS, res.id)] == ["ADD"]
+    finally:
+        store.close()
