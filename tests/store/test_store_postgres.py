@@ -658,3 +658,39 @@ def test_reads_and_writes_go_on_after_every_pooled_connection_was_killed(pg_dsn:
         assert [h.op for h in store.history(NS, res.id)] == ["ADD"]
     finally:
         store.close()
+
+
+class _LostReply(PostgresStore):
+    """Commits, then loses the connection before the commit's reply reaches it."""
+
+    lose = 0
+    server_dsn = ""
+
+    def _before_commit(self, conn: Any) -> None:
+        if self.lose > 0:
+            self.lose -= 1
+            conn.execute("COMMIT")  # the server commits the transaction here ...
+            with psycopg.connect(self.server_dsn, autocommit=True) as admin:
+                # ... and the connection dies before the client hears back
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.info.backend_pid,))
+
+
+def test_a_commit_whose_reply_was_lost_counts_once(pg_dsn: str) -> None:
+    store = _LostReply(
+        pg_dsn, embedder=HashEmbedder(64), touch_flush_interval=None, near_duplicate_threshold=None
+    )
+    store.server_dsn = pg_dsn
+    try:
+        store.lose = 1
+        res = store.add(NS, "committed but the reply was lost")
+        assert store.lose == 0 and res.op == "ADD"
+        # not planned and written again (that would be an ADD then a MERGE of itself)
+        assert store.count(NS) == 1
+        assert [h.op for h in store.history(NS)] == ["ADD"]
+        store.lose = 1
+        batch = store.add_many(NS, [f"lost reply batch item {i}" for i in range(50)])
+        assert [r.op for r in batch] == ["ADD"] * 50
+        assert store.count(NS) == 51
+        assert len(store.history(NS)) == 51
+    finally:
+        store.close()
