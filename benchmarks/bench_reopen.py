@@ -113,11 +113,8 @@ def _searches(store: DuckDBStore, tag: str) -> dict[str, float]:
 def run(src: Path, work: Path, embedder: RandomEmbedder) -> dict[str, Any]:
     """The sessions on a copy of ``src`` (see the module docstring)."""
     path = work / src.name
-    for suffix in ("", ".commits", ".index", ".index.delta"):
-        if Path(f"{src}{suffix}").exists():
-            subprocess.run(
-                ["cp", "--sparse=always", f"{src}{suffix}", f"{path}{suffix}"], check=True
-            )
+    for part in src.parent.glob(f"{src.name}*"):  # the WAL, commit record, snapshot, delta
+        subprocess.run(["cp", "--sparse=always", str(part), str(work / part.name)], check=True)
     res: dict[str, Any] = {}
 
     # baseline of ingest: the same batch into an empty store

@@ -489,8 +489,6 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
                 log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
             else:  # the index then holds access counts the file lacks: no snapshot
                 self._save_index()
-            # no store thread outlives close(): the key maps' build after a snapshot load
-            self._index._await_maps()
             self._closed = True
             if self._acur is not None:
                 with suppress(duckdb.Error):

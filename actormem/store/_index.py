@@ -185,8 +185,13 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 posting = postings.get(term)
                 if posting is None:
                     posting = postings[term] = (array("q"), array("f"))
-                posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])
-                posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])
+                elif not isinstance(posting[0], array):  # a view of a loaded snapshot
+                    rows, tfs = array("q"), array("f")
+                    rows.frombytes(posting[0].cast("B"))
+                    tfs.frombytes(posting[1].cast("B"))  # type: ignore[union-attr]
+                    posting = postings[term] = (rows, tfs)
+                posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])  # type: ignore[union-attr]
+                posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])  # type: ignore[union-attr]
             self._n = end
             self._version += 1
             self._live += count
@@ -223,8 +228,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
     def replace_record(self, record: MemoryRecord, *, row: int | None = None) -> None:
         """Swap the record of a live memory whose content did not change.
 
-        ``row``: the memory's row, when the caller knows it (a delta's load,
-        before the key maps exist).
+        ``row``: the memory's row, when the caller knows it (a delta's load).
         """
         with self._lock:
             if row is None:

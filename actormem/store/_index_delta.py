@@ -39,7 +39,6 @@ import numpy as np
 from actormem.store._index_file import (
     FORMAT,
     Mapped,
-    MapsBuild,
     SnapshotError,
     SnapshotIdentity,
     _difference,
@@ -138,13 +137,8 @@ def map_delta(path: str, token: str, base_seq: int, identity: SnapshotIdentity) 
     return mapped
 
 
-def apply_delta(index: MemoryIndex, delta: Mapped, build_maps: MapsBuild) -> MapsBuild:
-    """Bring ``index``, just filled from its snapshot, to the delta's state.
-
-    Returns:
-        The key maps' build, extended by the delta's changes (the maps of
-        the snapshot are built in the background; the delta's rows are few).
-    """
+def apply_delta(index: MemoryIndex, delta: Mapped) -> None:
+    """Bring ``index``, just filled from its snapshot, to the delta's state."""
     base = index.rows
     dead = delta.arr("dead")
     dirty = delta.arr("dirty_rows")
@@ -158,18 +152,11 @@ def apply_delta(index: MemoryIndex, delta: Mapped, build_maps: MapsBuild) -> Map
     new_vecs = delta.arr("new_vecs")
     if new_vecs.shape != (count, index.dim) or dirty.size + 1 != delta.arr("dirty_offsets").size:
         raise SnapshotError("delta sections do not match each other")
-    dead_keys: list[tuple[str, tuple[tuple[str, str, str, str], str], int]] = []
     with index.lock:
         for row in dead.tolist():
             if not index._alive[row]:
                 raise SnapshotError(f"delta kills row {row} twice")
-            rec = index._records[row]
-            assert rec is not None  # every row of a snapshot is live
-            index._alive[row] = False
-            index._live -= 1
-            index._count_dead(rec.content, row)
-            dead_keys.append((rec.id, (rec.namespace.key(), rec.content_hash), row))
-        index._version += 1
+            index._kill_row(row)
         for i, row in enumerate(dirty.tolist()):
             rec = dirty_recs[i]
             old = index._records[row]
@@ -179,21 +166,5 @@ def apply_delta(index: MemoryIndex, delta: Mapped, build_maps: MapsBuild) -> Map
             index._access[row] = rec.access_count
             index._last[row] = rec.last_accessed
         index._dirty = set(dirty.tolist())
-        # no key maps yet: add() fills empty ones with the new rows alone
         added = [new_recs[i] for i in range(count)]
         index.add([r for r in added if r is not None], np.asarray(new_vecs))
-        extra_ids = dict(index._row_of_map)
-        extra_hashes = dict(index._hash_row_map)
-
-    def build() -> Any:
-        row_of, hash_row = build_maps()
-        for mid, hkey, row in dead_keys:
-            if row_of.get(mid) == row:
-                del row_of[mid]
-            if hash_row.get(hkey) == row:
-                del hash_row[hkey]
-        row_of.update(extra_ids)
-        hash_row.update(extra_hashes)
-        return row_of, hash_row
-
-    return build

@@ -32,7 +32,15 @@ none; never a half-written one under the real name.
 Loaded with one read-only copy-on-write ``mmap``: the arrays are views of
 the mapping (the kernel shares the page cache; a row the index later
 changes gets a private copy of its page), records stay msgpack bytes until
-read (:class:`~actormem.store._index_rows.RecordRows`).
+read (:class:`~actormem.store._index_rows.RecordRows`), BM25 postings stay
+views until a write extends them, and the id and hash maps are the sorted
+key arrays themselves (:mod:`actormem.store._index_keys`): nothing of a
+million entries is built on open.  The vector matrices have spare rows after
+their data (``_SPARE``, a hole in the file), so the writes after an open
+fill copy-on-write pages instead of copying the matrix into a larger one.
+
+What changed since the snapshot is written on close as its delta
+(:mod:`actormem.store._index_delta`), not as a new snapshot.
 """
 
 from __future__ import annotations
@@ -46,10 +54,10 @@ import struct
 import time
 import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 import numpy as np
@@ -57,9 +65,8 @@ import numpy.typing as npt
 import structlog
 
 from actormem.store._index import MemoryIndex
-from actormem.store._index_rows import I64, HashRows, RecordRows, _Interner
-
-MapsBuild = Callable[[], tuple[dict[str, int], HashRows]]
+from actormem.store._index_keys import KeyRows, hash_key, id_key, sorted_keys
+from actormem.store._index_rows import I64, RecordRows, _Interner
 
 __all__ = [
     "INDEX_SNAPSHOT_MIN_ROWS",
@@ -83,9 +90,11 @@ _MAGIC: Final = b"actormem-index\x00\x01"
 #: load land there (copy-on-write pages of the mapping) instead of copying the
 #: whole matrix into a larger one.  A hole in the file: no disk space.
 _SPARE: Final = 0.25
+
+K = TypeVar("K")
 _PREFIX: Final = struct.Struct("<16sQI")
 _ALIGN: Final = 64
-FORMAT: Final = 1
+FORMAT: Final = 2
 
 
 class SnapshotError(Exception):
@@ -127,7 +136,6 @@ class _Header(msgspec.Struct, frozen=True):
     kind_values: list[str]
     terms: list[str]
     tags: list[str]
-    combos: list[tuple[str, str, str, str]]
     sections: list[_Section]
     #: Names this file: a delta names the snapshot it applies to.
     token: str = ""
@@ -228,20 +236,15 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
         arrays["record_offsets"] = np.zeros(live.size + 1, dtype=np.int64)
         np.cumsum([len(b) for b in blobs], out=arrays["record_offsets"][1:])
         # Every live row has exactly one id in row_of; hash_row holds the row
-        # that a hash lookup finds (the latest of exact duplicates).
-        arrays["id_rows"] = remap[np.fromiter(index._row_of.values(), np.int64)]
-        combo_of: dict[tuple[str, str, str, str], int] = {}
-        hash_keys = list(index._hash_row)
-        arrays["hash_rows"] = remap[np.fromiter(index._hash_row.values(), np.int64)]
-        arrays["hash_combo"] = np.array(
-            [combo_of.setdefault(k, len(combo_of)) for k, _ in hash_keys], dtype=np.int64
-        )
-        buffers = {
-            "records": b"".join(blobs),
-            "ids": msgspec.msgpack.encode(list(index._row_of)),
-            "hashes": msgspec.msgpack.encode([h for _, h in hash_keys]),
-        }
-        del blobs, hash_keys
+        # that a hash lookup finds (the latest of exact duplicates).  Both are
+        # written sorted by key, read by binary search (see _index_keys).
+        for name, (raw, rows) in (
+            ("id", _encoded_keys(index._row_of, id_key)),
+            ("hash", _encoded_keys(index._hash_row, hash_key)),
+        ):
+            arrays[f"{name}_keys"], arrays[f"{name}_key_rows"] = sorted_keys(raw, remap[rows])
+        buffers = {"records": b"".join(blobs)}
+        del blobs
         header: dict[str, Any] = {
             "format": FORMAT,
             "identity": identity,
@@ -251,7 +254,6 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
             "kind_values": list(index._kinds.values),
             "terms": [terms[i] for i in kept],
             "tags": [tags_all[i] for i in tkept],
-            "combos": list(combo_of),
             "token": secrets.token_hex(8),
         }
         row_bytes = {"vecs": index.dim * 4}
@@ -265,6 +267,16 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
 
         write_sections(path, _MAGIC, encode, arrays, buffers, spare)
         return int(live.size)
+
+
+def _encoded_keys(
+    keymap: MutableMapping[K, int], encode: Callable[[K], bytes]
+) -> tuple[list[bytes], I64]:
+    """A key map's keys (encoded for the sorted array) and rows."""
+    if isinstance(keymap, KeyRows):
+        return keymap.encoded_items()
+    raw = [encode(k) for k in keymap]
+    return raw, np.fromiter(keymap.values(), np.int64, len(raw))
 
 
 def write_sections(
@@ -431,14 +443,12 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
     if delta is not None:
         delta.check()
     try:
-        build_maps = _fill(index, header, base.arr, base.parts, base.arr("vecs", room=True))
+        _fill(index, header, base.arr, base.parts, base.arr("vecs", room=True))
         index._base_token = header.token
         index._base_seq = header.identity.commit_seq
         index._base_rows = index.rows
         if delta is not None:
-            build_maps = apply_delta(index, delta, build_maps)
-        if header.rows:
-            index._build_maps_later(build_maps)
+            apply_delta(index, delta)
     except SnapshotError:
         index.purge_all()
         raise
@@ -463,8 +473,8 @@ def _fill(
     arr: Any,
     parts: dict[str, memoryview],
     room: npt.NDArray[Any],
-) -> MapsBuild:
-    """Fill the index from the snapshot's sections; returns the key maps' build (not started)."""
+) -> None:
+    """Fill the index from the snapshot's sections."""
     n = header.rows
     vecs = arr("vecs")
     if vecs.shape != (n, index.dim) or room.shape[0] < n:
@@ -472,12 +482,13 @@ def _fill(
     offsets = arr("record_offsets")
     if offsets.shape != (n + 1,) or (n and int(offsets[-1]) != parts["records"].nbytes):
         raise SnapshotError("record offsets do not match the records")
-    id_rows, hash_rows, hash_combo = arr("id_rows"), arr("hash_rows"), arr("hash_combo")
-    if id_rows.shape != (n,) or not (hash_rows.shape == hash_combo.shape == (hash_rows.size,)):
+    id_keys, id_rows = arr("id_keys"), arr("id_key_rows")
+    hash_keys, hash_rows = arr("hash_keys"), arr("hash_key_rows")
+    if id_rows.shape != (n,) or id_keys.shape != (n,) or hash_keys.shape != hash_rows.shape:
         raise SnapshotError("id or hash rows do not match the rows")
     with index.lock:
         if n == 0:
-            return lambda: ({}, {})
+            return
         index._reset(16)
         index._cap = room.shape[0]
         index._vecs = room
@@ -504,36 +515,23 @@ def _fill(
         index._interners = interners
         index._kinds.values = list(header.kind_values)
         index._kinds.codes = {v: i for i, v in enumerate(header.kind_values)}
-        combos = [tuple(k) for k in header.combos]
-
-        def build_maps() -> tuple[dict[str, int], HashRows]:
-            """The id and hash maps: a second or more at 1M, so off the opening thread."""
-            ids = msgspec.msgpack.decode(parts["ids"], type=list[str])
-            hashes = msgspec.msgpack.decode(parts["hashes"], type=list[str])
-            if len(ids) != n or len(hashes) != hash_rows.size:
-                raise ValueError("ids or hashes do not match their rows")
-            row_of = dict(zip(ids, id_rows.tolist(), strict=True))
-            hash_ns = [combos[c] for c in hash_combo.tolist()]
-            hash_row = dict(zip(zip(hash_ns, hashes, strict=True), hash_rows.tolist(), strict=True))
-            return row_of, hash_row
-
+        index._row_of = KeyRows(id_keys, id_rows, id_key)
+        index._hash_row = KeyRows(hash_keys, hash_rows, hash_key)
         index._ns_rows = [
             _split_rows(arr(f"ns{f}_starts"), arr(f"ns{f}_rows"), range(len(header.ns_values[f])))
             for f in range(4)
         ]
         rows_bytes, tfs_bytes = parts["term_rows"], parts["term_tfs"]
         bounds = arr("term_starts").tolist()
-        postings = {}
-        for i, term in enumerate(header.terms):
-            lo, hi = bounds[i], bounds[i + 1]
-            rows = array("q")
-            rows.frombytes(rows_bytes[lo * 8 : hi * 8])
-            tfs = array("f")
-            tfs.frombytes(tfs_bytes[lo * 4 : hi * 4])
-            postings[term] = (rows, tfs)
-        index._postings = postings
+        # views of the mapping, copied into arrays when a write extends them
+        index._postings = {
+            term: (  # type: ignore[misc]
+                rows_bytes[lo * 8 : hi * 8].cast("q"),
+                tfs_bytes[lo * 4 : hi * 4].cast("f"),
+            )
+            for term, lo, hi in zip(header.terms, bounds, bounds[1:], strict=False)
+        }
         index._tag_rows = _split_rows(arr("tag_starts"), arr("tag_rows"), header.tags)
-        return build_maps
 
 
 def _split_rows(starts: I64, rows: I64, keys: Any) -> dict[Any, array[int]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Final
 
 import msgspec
@@ -167,8 +167,6 @@ class IndexRows:
         self._reset(max(capacity, 16))
 
     def _reset(self, capacity: int) -> None:
-        if getattr(self, "_maps_pending", None) is not None:
-            self._await_maps()  # a background build must not land on the new rows
         self._cap = capacity
         self._n = 0
         self._vecs: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
@@ -186,13 +184,14 @@ class IndexRows:
         self._created = np.zeros(capacity, dtype=np.float64)
         self._doclen = np.zeros(capacity, dtype=np.float32)
         self._records = RecordRows()
-        self._maps_pending: threading.Event | None = None
-        self._row_of_map: dict[str, int] = {}
-        self._hash_row_map: dict[tuple[tuple[str, str, str, str], str], int] = {}
+        self._row_of_map: MutableMapping[str, int] = {}
+        self._hash_row_map: MutableMapping[tuple[tuple[str, str, str, str], str], int] = {}
         self._interners = [_Interner() for _ in range(4)]
         self._kinds = _Interner()
         self._ns_rows: list[dict[int, array[int]]] = [{} for _ in range(4)]
-        self._postings: dict[str, tuple[array[int], array[float]]] = {}
+        #: Term -> (rows, term frequencies): arrays, or read-only views of a
+        #: loaded snapshot until a write extends them.
+        self._postings: dict[str, tuple[array[int] | memoryview, array[float] | memoryview]] = {}
         self._tag_rows: dict[str, array[int]] = {}
         self._total_len = 0.0
         #: Term -> killed rows holding it, and the killed rows' total length:
@@ -218,58 +217,22 @@ class IndexRows:
     # -- key maps ---------------------------------------------------------------
 
     @property
-    def _row_of(self) -> dict[str, int]:
-        """Memory id -> row of the live memories."""
-        if self._maps_pending is not None:
-            self._await_maps()
+    def _row_of(self) -> MutableMapping[str, int]:
+        """Memory id -> row of the live memories (see :mod:`._index_keys`)."""
         return self._row_of_map
 
     @_row_of.setter
-    def _row_of(self, value: dict[str, int]) -> None:
+    def _row_of(self, value: MutableMapping[str, int]) -> None:
         self._row_of_map = value
 
     @property
-    def _hash_row(self) -> dict[tuple[tuple[str, str, str, str], str], int]:
+    def _hash_row(self) -> MutableMapping[tuple[tuple[str, str, str, str], str], int]:
         """(namespace key, content hash) -> the live row an exact-duplicate check finds."""
-        if self._maps_pending is not None:
-            self._await_maps()
         return self._hash_row_map
 
     @_hash_row.setter
-    def _hash_row(self, value: dict[tuple[tuple[str, str, str, str], str], int]) -> None:
+    def _hash_row(self, value: MutableMapping[tuple[tuple[str, str, str, str], str], int]) -> None:
         self._hash_row_map = value
-
-    def _build_maps_later(self, build: Callable[[], tuple[dict[str, int], HashRows]]) -> None:
-        """Build the id and hash maps on a background thread (after a snapshot load).
-
-        Searches do not need them; writes, ``record`` and ``find_hash`` wait
-        for them.  When ``build`` fails, the maps are built from the records.
-        """
-        done = threading.Event()
-        self._maps_pending = done
-
-        def run() -> None:
-            try:
-                row_of, hash_row = build()
-            except Exception as exc:
-                log.error("index.key_maps_failed", error=str(exc))
-                row_of, hash_row = {}, {}
-                for row in np.flatnonzero(self._alive[: self._n]).tolist():
-                    rec = self._records[row]
-                    if rec is not None:
-                        row_of[rec.id] = row
-                        hash_row[(rec.namespace.key(), rec.content_hash)] = row
-            self._row_of_map, self._hash_row_map = row_of, hash_row
-            done.set()
-
-        threading.Thread(target=run, name="actormem-index-maps", daemon=True).start()
-
-    def _await_maps(self) -> None:
-        pending = self._maps_pending
-        if pending is not None:
-            pending.wait()
-            if self._maps_pending is pending:
-                self._maps_pending = None
 
     # -- size -------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import structlog
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters
+from actormem.store._index_keys import KeyRows
 
 ALICE = Namespace(user_id="alice", agent_id="bot")
 BOB = Namespace(user_id="bob", agent_id="bot")
@@ -285,23 +286,34 @@ def test_a_store_closed_unchanged_keeps_its_snapshot(tmp_path: Path) -> None:
     assert os.stat(snapshot).st_mtime_ns == stamp
 
 
-def test_key_maps_built_from_the_records_when_the_background_build_fails(tmp_path: Path) -> None:
+def test_loaded_key_maps_follow_writes_without_a_build(tmp_path: Path) -> None:
     path = tmp_path / "m.duckdb"
     with _open(path) as store:
         _fill(store, 10)
     with _open(path) as store:
         assert _loaded(store)
-        some = store.search("apple", ALICE, 1, touch=False)[0].memory
-
-        def failing() -> Any:
-            raise ValueError("garbled ids")
-
-        with structlog.testing.capture_logs() as logs:
-            store._index._build_maps_later(failing)
-            assert store._index.record(some.id) is not None
-        assert _events(logs, "index.key_maps_failed")
-        assert store._index.find_hash(some.namespace.key(), some.content_hash) == some.id
-        assert store.add(some.namespace, some.content).op in ("MERGE", "NOOP")
+        index = store._index
+        assert isinstance(index._row_of, KeyRows)  # the snapshot's sorted arrays, no dict
+        some = store.search("apple", ALICE, 2, touch=False)
+        first, second = some[0].memory, some[1].memory
+        assert index.find_hash(first.namespace.key(), first.content_hash) == first.id
+        assert index.record("no-such-id") is None
+        store.delete(ALICE, first.id)
+        assert index.record(first.id) is None
+        assert index.find_hash(first.namespace.key(), first.content_hash) is None
+        again = store.add(ALICE, first.content)  # the same text again: a new memory
+        assert again.op == "ADD" and again.id != first.id
+        assert index.find_hash(first.namespace.key(), first.content_hash) == again.id
+        store.update(ALICE, second.id, content="second one rewritten item5555")
+        assert index.record(second.id) is None or index.record(second.id).content.endswith(  # type: ignore[union-attr]
+            "item5555"
+        )
+        assert store.add(ALICE, second.content).op == "ADD"  # its old text is gone
+    with _open(path) as store:
+        assert _loaded(store)
+        assert store._index.record(first.id) is None
+        assert store._index.find_hash(first.namespace.key(), first.content_hash) == again.id
+        assert _answers(store) == _rebuilt_answers(path, tmp_path)
 
 
 # -- the delta: what changed since the snapshot (actormem.store._index_delta) ------------------
