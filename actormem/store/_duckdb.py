@@ -3,7 +3,7 @@
 Storage
     One DuckDB file is the store of record (``memories``, ``history``,
     ``schema_version``, ``store_meta``; see :mod:`actormem.store._schema`).
-    A small write (a single memory, a keyed fact, a group commit of up to 8
+    A small write (a single memory, a keyed fact, a group commit of up to 64
     inserts, the journal's tables) is acknowledged once its record is synced
     in the store's own log, ``<db>.acklog``
     (:mod:`~actormem.store._acklog`, :mod:`~actormem.store._duckdb_logged`):
