@@ -77,6 +77,9 @@ __all__ = ["Candidates", "collect", "filters_sql", "term_counts"]
 
 _EPISODE: Final = "episode"
 _NS: Final = "user_id, agent_id, run_id, session_id"
+# the episodes' index order (namespace, seq), backwards and forwards
+_E_NS: Final = "e.user_id DESC, e.agent_id DESC, e.run_id DESC, e.session_id"
+_E_NS_ASC: Final = "e.user_id, e.agent_id, e.run_id, e.session_id"
 
 #: Scopes of up to this many live rows are read whole for the keyword side.
 SMALL_SCOPE: Final = 5_000
@@ -374,24 +377,26 @@ def collect(
             "FROM memories e WHERE e.user_id = ce.user_id AND e.agent_id = ce.agent_id "
             "AND e.run_id = ce.run_id AND e.session_id = ce.session_id "
             f"AND e.kind = '{_EPISODE}' AND e.seq < ce.seq AND {where} "
-            "ORDER BY e.seq DESC LIMIT 3) b) UNION ALL "
+            f"ORDER BY {_E_NS} DESC, e.seq DESC LIMIT 3) b) UNION ALL "
             "(SELECT id, row_number() OVER (ORDER BY seq) AS o FROM (SELECT id, seq "
             "FROM memories e WHERE e.user_id = ce.user_id AND e.agent_id = ce.agent_id "
             "AND e.run_id = ce.run_id AND e.session_id = ce.session_id "
             f"AND e.kind = '{_EPISODE}' AND e.seq > ce.seq AND {where} "
-            "ORDER BY e.seq LIMIT 3) a) UNION ALL SELECT ce.id, 0) AS z GROUP BY z.id), "
-            "ca AS MATERIALIZED (SELECT coalesce(array_agg(id), '{}') AS ids FROM "
-            "(SELECT id FROM nb UNION SELECT id FROM c0 WHERE (SELECT ctx FROM cfg)) u), ",
+            f"ORDER BY {_E_NS_ASC}, e.seq LIMIT 3) a) UNION ALL SELECT ce.id, 0) AS z "
+            # the candidates that are not episodes: their own scores, complete
+            "GROUP BY z.id UNION ALL SELECT id, true FROM c0 WHERE (SELECT ctx FROM cfg) "
+            "AND id NOT IN (SELECT id FROM ce)), ",
             *wparams,
             *wparams,
         )
         cos = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
-        s.add(f"cs AS (SELECT id, kind, {_NS}, seq, {cos} AS c, ", *([qvec] if vec_on else []))
-        _bm25(s, qterms if kw_on else [], k1, b)
+        # the rows by primary key, driven by ``nb`` (which also says whose blend is complete)
         s.add(
-            f" AS k FROM memories WHERE id = ANY((SELECT ids FROM ca)::text[]) AND {where}), ",
-            *wparams,
+            f"cs AS (SELECT id, kind, {_NS}, seq, nb.trusted, {cos} AS c, ",
+            *([qvec] if vec_on else []),
         )
+        _bm25(s, qterms if kw_on else [], k1, b)
+        s.add(f" AS k FROM nb JOIN memories USING (id) WHERE {where}), ", *wparams)
         wp, wn, w2 = (float(context[0]), float(context[1]), float(context[2]))
 
         def blend(own: str) -> str:
@@ -407,11 +412,10 @@ def collect(
             )
 
         s.add(
-            f"cl AS (SELECT id, {blend('c')} AS bc, {blend('k')} AS bk FROM cs "
+            f"cl AS (SELECT id, trusted, {blend('c')} AS bc, {blend('k')} AS bk FROM cs "
             f"WINDOW w AS (PARTITION BY {_NS}, kind = '{_EPISODE}' ORDER BY seq)), "
-            # only complete blends: candidates (facts included) and trusted neighbours
-            "ct AS (SELECT cl.* FROM cl LEFT JOIN nb USING (id) WHERE coalesce(nb.trusted, "
-            "true)), "
+            # only complete blends: the candidates and their trusted neighbours
+            "ct AS (SELECT id, bc, bk FROM cl WHERE trusted), "
             "cr AS (SELECT id, bc, bk, row_number() OVER (ORDER BY bc DESC, id) AS vr, "
             "row_number() OVER (ORDER BY bk DESC, id) AS kr FROM ct), "
             "cx AS (SELECT id, bc, bk, CASE WHEN %s AND vr <= %s THEN vr END AS vr, "
