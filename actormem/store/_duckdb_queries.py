@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pyarrow as pa
 
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
-from actormem.store._limits import MAX_COUNT
+from actormem.store._limits import MAX_COUNT, TIMESTAMP
 from actormem.store._records import (
     NS_COLS,
     check_limit,
@@ -105,6 +105,15 @@ def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
     """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
     check_namespace(namespace)
     return " AND ".join(f"{c} = ?" for c in NS_COLS), list(namespace.key())
+
+
+def _entry_metadata(metadata: object, name: str) -> dict[str, Any]:
+    """A journal entry's metadata as a new dict; :class:`InvalidMemoryError` naming ``name``."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise InvalidMemoryError(f"{name} must be a dict or None, got {type(metadata).__name__}")
+    return dict(metadata)
 
 
 def _exact_lit(namespace: Namespace) -> str:
@@ -284,9 +293,13 @@ class DuckDBQueries:
         if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
             raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
         NewMemory(content=content).validate()
-        meta = dict(metadata or {})
+        meta = _entry_metadata(metadata, "metadata")
         meta_json = json_text(meta)
-        when = self._clock() if ts is None else float(ts)
+        when = (
+            self._clock()
+            if ts is None
+            else float(TIMESTAMP.check(ts, "ts", error=InvalidMemoryError) or 0)
+        )
         rid = os.urandom(16).hex()
 
         insert = (
@@ -511,12 +524,25 @@ class DuckDBQueries:
         """
         where, params = _exact_sql(namespace)
         rows: builtins.list[tuple[str, str, str, dict[str, Any], str, int]] = []
-        for entry_type, content, metadata, ts in entries:
+        # Every value is checked here, before the write is acknowledged in the
+        # store's log: nothing DuckDB could refuse when it applies the record
+        # later may get past this point (a timestamp past year 9999 did).
+        for i, (entry_type, content, metadata, ts) in enumerate(entries):
             if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
                 raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
             NewMemory(content=content).validate()
-            meta = dict(metadata or {})
-            rows.append((os.urandom(16).hex(), entry_type, content, meta, json_text(meta), us(ts)))
+            meta = _entry_metadata(metadata, f"entries[{i}].metadata")
+            when = TIMESTAMP.check(ts, f"entries[{i}].ts", error=InvalidMemoryError)
+            rows.append(
+                (
+                    os.urandom(16).hex(),
+                    entry_type,
+                    content,
+                    meta,
+                    json_text(meta),
+                    us(float(when or 0)),
+                )
+            )
         values = dict(state or {})
         for key, value in values.items():
             if not isinstance(key, str) or not key or not isinstance(value, str):
