@@ -165,6 +165,34 @@ T = TypeVar("T")
 Key = tuple[str, str, str, str]
 
 
+#: The database files this process has open, by ``(st_dev, st_ino)``.  DuckDB's
+#: lock is per process: a second store object on an open file would open it,
+#: and its start would cut the first one's acknowledgement log under it.
+_OPEN_FILES: dict[tuple[int, int], str] = {}
+_OPEN_FILES_LOCK = threading.Lock()
+
+
+def _claim_file(path: str) -> tuple[int, int]:
+    """Register ``path`` as open in this process; :class:`StoreLockedError` if it is."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino)
+    with _OPEN_FILES_LOCK:
+        holder = _OPEN_FILES.get(key)
+        if holder is not None:
+            raise StoreLockedError(
+                f"{path} is already open in this process (as {holder}): one store object "
+                "per file -- share that one (it is thread-safe) or close it first"
+            )
+        _OPEN_FILES[key] = path
+    return key
+
+
+def _release_file(key: tuple[int, int] | None) -> None:
+    if key is not None:
+        with _OPEN_FILES_LOCK:
+            _OPEN_FILES.pop(key, None)
+
+
 def _locked_message(path: str, cause: str) -> str:
     """Why a DuckDB file cannot be opened here: who holds it and what to use instead."""
     pid = re.search(r"\(PID (\d+)\)", cause)
@@ -315,7 +343,10 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
             raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
         except duckdb.Error as exc:
             raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
+        self._file_key: tuple[int, int] | None = None
         try:
+            if self.path != ":memory:":
+                self._file_key = _claim_file(self.path)
             self._wcur = self._con.cursor()
             # A commit appends to the WAL (and syncs it); DuckDB folds the WAL into
             # the file at this size and on close.  The default (16MB) checkpoints
@@ -346,6 +377,7 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
                 self._commits.close()
             if self._acklog is not None:
                 self._acklog.close(remove=False)
+            _release_file(self._file_key)
             if isinstance(exc, duckdb.Error):  # a damaged file: name it, not a raw duckdb error
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
@@ -479,17 +511,27 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
         with self._write_lock:
             applied = True
             try:
-                self._drain()
-            except StoreError as exc:  # they stay in the log: the next open replays them
-                applied = False
-                log.error("store.apply_failed_on_close", path=self.path, error=str(exc))
-            try:
-                self._flush_touches(self._wcur, own_txn=True)
-            except duckdb.Error as exc:  # pragma: no cover - disk failure on close
-                log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
-            else:  # the index then holds access counts the file lacks: no snapshot
-                self._save_index()
-            self._closed = True
+                try:
+                    self._drain()
+                except StoreError as exc:  # they stay in the log: the next open replays them
+                    applied = False
+                    log.error("store.apply_failed_on_close", path=self.path, error=str(exc))
+                if applied:  # a failed drain would fail the touches' flush too
+                    try:
+                        self._flush_touches(self._wcur, own_txn=True)
+                    except (duckdb.Error, StoreError) as exc:  # disk failure on close
+                        log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
+                    else:  # the index then holds access counts the file lacks: no snapshot
+                        self._save_index()
+            finally:  # whatever failed above, the file and its logs are closed
+                self._close_files(applied=applied)
+        self._keep_private()
+        log.info("store.closed", path=self.path)
+
+    def _close_files(self, *, applied: bool) -> None:
+        """The closing steps of :meth:`close` that must run whatever failed before them."""
+        self._closed = True
+        try:
             if self._acur is not None:
                 with suppress(duckdb.Error):
                     self._acur.close()
@@ -500,15 +542,17 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
                 self._cursors.clear()
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
+        finally:
             with suppress(duckdb.Error):
                 self._wcur.close()
-            self._con.close()
-            if self._commits is not None:
-                self._commits.close()
-            if self._acklog is not None:
-                self._acklog.close(remove=applied)
-        self._keep_private()
-        log.info("store.closed", path=self.path)
+            try:
+                self._con.close()
+            finally:
+                if self._commits is not None:
+                    self._commits.close()
+                if self._acklog is not None:
+                    self._acklog.close(remove=applied)
+                _release_file(self._file_key)
 
     def _check_open(self) -> None:
         if self._closed:
