@@ -18,15 +18,27 @@ export, the journal's tables) and every write that goes there directly
 first applies the pending records, under the writer lock, so it sees every
 acknowledged write.
 
-Format: a fixed header line (``actormem-acklog 1 <store_id>\\n``) naming the
-database it belongs to, then records ``<len:u32><crc32:u32><seq:u64><payload>``
-(little-endian; the CRC covers the commit number and the payload, UTF-8 SQL).
-A record is acknowledged only after the ``fdatasync`` that covers it returned,
-so only the last records -- appended after the last sync -- can be torn by a
-crash; a bad record at the end of the file (incomplete, or failing its CRC
-with nothing readable after it) is dropped with a warning.  A bad record
-followed by more data is damage to acknowledged writes: :meth:`AckLog.read`
-raises :class:`StoreError` naming the file and the offset.
+Format: a fixed header line (``actormem-acklog 2 <store_id>\\n``) naming the
+database it belongs to, then records
+``<len:u32><seq:u64><head_crc:u32><crc:u32><payload>`` (little-endian;
+``head_crc`` covers the length and the commit number, ``crc`` the commit
+number and the payload, UTF-8 SQL).  Logs of the first format (``actormem-acklog
+1``, no header checksum) are still read.
+
+What a damaged log does: a record is acknowledged only after the ``fdatasync``
+that covers it returned, and nothing is appended after a record until it is
+synced, so a crash or a power cut can tear only the records after the last
+sync -- never acknowledged.  When a record is bad (incomplete, a header or a
+payload failing its checksum, a length past the end), the rest of the file is
+searched, at every byte, for an intact record numbered after the last good
+one.  None: a torn tail, dropped with a warning (this covers a last record
+whose first page never reached the disk while later ones did).  One found:
+acknowledged writes are damaged, and :meth:`AckLog.read` raises
+:class:`StoreError` naming the file, the bad record's byte offset and the
+intact one's; the open is refused and the log left as it is.  The header
+checksum is what tells a garbled length (damage) from a torn tail: before it,
+a flipped bit in a middle record's length read as a record running past the
+end of the file, and every record from there on was dropped.
 
 On open (:func:`replay`), records numbered above the database's
 ``commit_seq`` are applied in one transaction (records at or below it are
@@ -43,6 +55,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+import numpy as np
 import structlog
 
 from actormem._special_files import check_regular
@@ -54,9 +67,13 @@ __all__ = ["AckLog", "replay"]
 
 log = structlog.get_logger(__name__)
 
-_MAGIC: Final = b"actormem-acklog 1 "
+_MAGIC: Final = b"actormem-acklog 2 "
+#: The first format (no header checksum): still read, never written.
+_MAGIC_V1: Final = b"actormem-acklog 1 "
 _HEADER_LEN: Final = len(_MAGIC) + 32 + 1
-_REC: Final = struct.Struct("<IIQ")
+#: A record's header: length, commit number, CRC of those two, CRC of number + payload.
+_REC: Final = struct.Struct("<IQII")
+_REC_V1: Final = struct.Struct("<IIQ")
 #: Larger declared lengths are damage, not a record (a record is one small write).
 _MAX_RECORD: Final = 256 * 1024 * 1024
 
@@ -76,7 +93,57 @@ def _crc(seq: int, payload: bytes) -> int:
 def encode(seq: int, statements: list[str]) -> bytes:
     """One record of the log."""
     payload = ";\n".join(statements).encode("utf-8")
-    return _REC.pack(len(payload), _crc(seq, payload), seq) + payload
+    head = struct.pack("<IQ", len(payload), seq)
+    return head + struct.pack("<II", zlib.crc32(head), _crc(seq, payload)) + payload
+
+
+def _record_at(raw: bytes, pos: int, v1: bool) -> tuple[int, int, bytes] | str:
+    """``(seq, end, payload)`` of the record at ``pos``, or why there is none."""
+    rec = _REC_V1 if v1 else _REC
+    if pos + rec.size > len(raw):
+        return "an incomplete record header"
+    if v1:
+        length, crc, seq = _REC_V1.unpack_from(raw, pos)
+    else:
+        length, seq, head_crc, crc = _REC.unpack_from(raw, pos)
+        if zlib.crc32(raw[pos : pos + 12]) != head_crc:
+            return "a record header failing its checksum"
+    end = pos + rec.size + length
+    if length > _MAX_RECORD or end > len(raw):
+        return f"a record of {length} bytes past the end of the file"
+    payload = raw[pos + rec.size : end]
+    if _crc(seq, payload) != crc:
+        return "a record failing its checksum"
+    return seq, end, payload
+
+
+def _valid_after(raw: bytes, pos: int, after_seq: int, v1: bool) -> tuple[int, int] | None:
+    """``(offset, seq)`` of the first intact record past ``pos`` numbered above ``after_seq``.
+
+    Looked for at every byte offset: a damaged record's length cannot be
+    trusted to say where the next one starts.  Offsets whose length field
+    would run past the end of the file are ruled out in bulk (numpy) first,
+    then those whose number cannot follow ``after_seq`` (the log's records
+    are numbered consecutively, each at least one header long), so a 16 MB
+    log is searched in about a second.
+    """
+    size = (_REC_V1 if v1 else _REC).size
+    data = np.frombuffer(raw, dtype=np.uint8)
+    step = 1 << 20
+    for lo in range(pos + 1, len(raw) - size + 1, step):
+        hi = min(lo + step, len(raw) - size + 1)
+        length = data[lo:hi].astype(np.uint32)
+        for k in (1, 2, 3):
+            length |= data[lo + k : hi + k].astype(np.uint32) << np.uint32(8 * k)
+        room = len(raw) - size - np.arange(lo, hi, dtype=np.int64)
+        for at in np.flatnonzero(length.astype(np.int64) <= room):
+            seq = struct.unpack_from("<Q", raw, lo + int(at) + (8 if v1 else 4))[0]
+            if not after_seq < seq <= after_seq + len(raw) // size + 1:
+                continue  # the records after the last good one are numbered on from it
+            found = _record_at(raw, lo + int(at), v1)
+            if not isinstance(found, str) and found[0] > after_seq:
+                return lo + int(at), found[0]
+    return None
 
 
 class AckLog:
@@ -104,51 +171,49 @@ class AckLog:
             return None, []
         except OSError as exc:
             raise StoreError(f"cannot read the acknowledgement log {self.path}: {exc}") from exc
-        if len(raw) < _HEADER_LEN or not raw.startswith(_MAGIC) or raw[_HEADER_LEN - 1] != 10:
+        magic_ok = raw.startswith(_MAGIC) or raw.startswith(_MAGIC_V1)
+        if len(raw) < _HEADER_LEN or not magic_ok or raw[_HEADER_LEN - 1] != 10:
             if not raw.strip(b"\x00"):  # created, header never synced: nothing was acknowledged
                 return None, []
             raise StoreError(
                 f"{self.path} is not an actormem acknowledgement log (bad header); nothing was "
                 "changed. Move it aside to open the store without it."
             )
+        v1 = raw.startswith(_MAGIC_V1)
         store_id = raw[len(_MAGIC) : _HEADER_LEN - 1].decode("ascii", "replace")
         records: list[LogRecord] = []
         pos = _HEADER_LEN
         while pos < len(raw):
-            bad = ""
-            if pos + _REC.size > len(raw):
-                bad = "an incomplete record header"
-            else:
-                length, crc, seq = _REC.unpack_from(raw, pos)
-                end = pos + _REC.size + length
-                if length > _MAX_RECORD or end > len(raw):
-                    bad = f"a record of {length} bytes past the end of the file"
-                else:
-                    payload = raw[pos + _REC.size : end]
-                    if _crc(seq, payload) != crc:
-                        bad = "a record failing its checksum"
-                    else:
-                        records.append(LogRecord(seq, payload.decode("utf-8")))
-                        pos = end
-                        continue
-            # A torn tail: the bad record runs past the end of the file, or
-            # fails its checksum with only zeros after it (an extension whose
-            # data never reached the disk).  Anything else is damage.
-            end_ok = pos + _REC.size <= len(raw)
-            after = _REC.unpack_from(raw, pos)[0] + pos + _REC.size if end_ok else len(raw)
-            if after >= len(raw) or not raw[after:].strip(b"\x00") or not raw[pos:].strip(b"\x00"):
-                log.warning(
-                    "store.acklog_torn_tail_dropped",
-                    path=self.path,
-                    offset=pos,
-                    bytes=len(raw) - pos,
-                    reason=bad + " (appended after the last sync: never acknowledged)",
+            found = _record_at(raw, pos, v1)
+            if not isinstance(found, str):
+                seq, end, payload = found
+                records.append(LogRecord(seq, payload.decode("utf-8")))
+                pos = end
+                continue
+            # A bad record.  If an intact record numbered after the last good
+            # one follows it anywhere, acknowledged writes are damaged: refuse.
+            # Otherwise it is a torn tail -- appended after the last sync (a
+            # record is acknowledged only once synced, and nothing is appended
+            # after an unsynced record), so never acknowledged: dropped.
+            last = records[-1].seq if records else 0
+            later = _valid_after(raw, pos, last, v1)
+            if later is not None:
+                raise StoreError(
+                    f"{self.path} is damaged: {found} at byte {pos}, followed by more records "
+                    f"(an intact one, commit #{later[1]}, at byte {later[0]}): acknowledged "
+                    "writes between them cannot be read. Nothing was changed; restore the file "
+                    "from a backup, or move it aside to open the store without the writes "
+                    "it holds."
                 )
-                break
-            raise StoreError(
-                f"{self.path} is damaged: {bad} at byte {pos}, followed by more records; "
-                "acknowledged writes after it cannot be read. Nothing was changed."
+            log.warning(
+                "store.acklog_torn_tail_dropped",
+                path=self.path,
+                offset=pos,
+                bytes=len(raw) - pos,
+                reason=found + " with no intact record after it (appended after the last "
+                "sync: never acknowledged)",
             )
+            break
         return store_id, records
 
     def start(self, store_id: str) -> None:

@@ -150,7 +150,7 @@ def test_damage_before_the_last_record_is_refused(tmp_path: Path) -> None:
     _write_then_die(path)
     log_path = Path(str(path) + ".acklog")
     raw = bytearray(log_path.read_bytes())
-    first_payload = 51 + 16  # header, then the first record's own header
+    first_payload = 51 + 20  # header, then the first record's own header
     assert len(raw) > first_payload + 200, "several records on file"
     raw[first_payload + 5] ^= 0xFF
     log_path.write_bytes(bytes(raw))

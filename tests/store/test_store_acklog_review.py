@@ -10,7 +10,9 @@ a close whose drain fails.
 from __future__ import annotations
 
 import math
+import re
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -25,8 +27,10 @@ from actormem.store import (
     InvalidMemoryError,
     Namespace,
     StoreClosedError,
+    StoreError,
     StoreLockedError,
 )
+from actormem.store._acklog import _HEADER_LEN, _REC, AckLog, encode
 
 from .test_store_acklog import _FailingWrites
 
@@ -140,3 +144,111 @@ def test_close_closes_even_when_the_log_cannot_be_applied(tmp_path: Path) -> Non
     with _open(path) as again:
         assert all(again.get(NS, m) is not None for m in acked)
         assert len(again.list(NS)) == 4
+
+
+def _five_in_the_log_then_die(path: Path) -> list[str]:
+    """A child acknowledges 5 memories with its applier stopped (they are only in the
+    log) and is SIGKILLed; returns their ids."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        s = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        s._stop.set(); s._apply_wake.set()
+        ns = Namespace(user_id="ada", agent_id="bot")
+        for i in range(5):
+            print("ACK", s.add(ns, f"acknowledged memory number {{i}}").id, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ACK")]
+    assert len(acks) == 5 and len(AckLog(str(path)).read()[1]) == 5
+    return acks
+
+
+def _offsets(raw: bytes) -> list[int]:
+    """Where each record of a log starts."""
+    out, pos = [], _HEADER_LEN
+    while pos < len(raw):
+        out.append(pos)
+        pos += _REC.size + struct.unpack_from("<I", raw, pos)[0]
+    return out
+
+
+@pytest.mark.parametrize("record", [0, 2], ids=["first", "middle"])
+@pytest.mark.parametrize("byte", [0, 3], ids=["length-low-bit", "length-high-byte"])
+def test_a_garbled_length_before_the_last_record_is_refused_naming_the_offset(
+    tmp_path: Path, record: int, byte: int
+) -> None:
+    """One bit of a record's length flipped (a bad sector): the records after it are
+    acknowledged, so the open refuses naming the log and the byte, and leaves it as it
+    was -- also with the commit record moved aside, which used to be the only reason it
+    was refused (before: the length ran past the end, read as a torn tail, all dropped)."""
+    path = tmp_path / "m.duckdb"
+    _five_in_the_log_then_die(path)
+    log_path = Path(str(path) + ".acklog")
+    raw = bytearray(log_path.read_bytes())
+    at = _offsets(bytes(raw))[record]
+    raw[at + byte] ^= 0x01
+    log_path.write_bytes(bytes(raw))
+    commits = Path(str(path) + ".commits")
+    if commits.exists():
+        commits.unlink()
+    for _ in range(2):
+        with pytest.raises(
+            StoreError, match=rf"{re.escape(str(log_path))} is damaged.* at byte {at}\b"
+        ):
+            _open(path)
+        assert log_path.read_bytes() == bytes(raw)
+
+
+@pytest.mark.parametrize("how", ["zero-first-page", "length-bit", "zero-tail"])
+def test_a_last_record_torn_by_a_power_cut_is_dropped_and_nothing_acknowledged_is_lost(
+    tmp_path: Path, how: str
+) -> None:
+    """The last record appended after the last sync (never acknowledged), torn the ways a
+    power cut tears it: its first page never written (zeros) while later pages were, a
+    garbled length, or zeros only.  Every acknowledged record is replayed, the torn one
+    dropped (before: the zeroed first page was refused as damage)."""
+    path = tmp_path / "m.duckdb"
+    acks = _five_in_the_log_then_die(path)
+    log_path = Path(str(path) + ".acklog")
+    raw = log_path.read_bytes()
+    torn = bytearray(encode(6, ["SELECT '" + "x" * 9000 + "'"]))
+    if how == "zero-first-page":
+        torn[: 4096 - len(raw) % 4096] = bytes(4096 - len(raw) % 4096)
+    elif how == "length-bit":
+        torn[2] ^= 0x04
+    else:
+        torn = bytearray(len(torn))
+    log_path.write_bytes(raw + bytes(torn))
+    with _open(path) as store:
+        assert all(store.get(NS, m) is not None for m in acks)
+        assert store.change_counter >= 5
+
+
+def test_a_log_of_the_first_format_is_still_read(tmp_path: Path) -> None:
+    """Logs written before the header checksum (``actormem-acklog 1``) are read, torn
+    tail and damage told apart the same way."""
+    import zlib
+
+    def v1(seq: int, sql: str) -> bytes:
+        payload = sql.encode()
+        crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
+        return struct.pack("<IIQ", len(payload), crc, seq) + payload
+
+    path = tmp_path / "old.duckdb"
+    head = b"actormem-acklog 1 " + b"a" * 32 + b"\n"
+    log_path = Path(str(path) + ".acklog")
+    log_path.write_bytes(head + v1(1, "SELECT 1") + v1(2, "SELECT 2") + bytes(30))
+    assert [r.seq for r in AckLog(str(path)).read()[1]] == [1, 2]
+    raw = bytearray(head + v1(1, "SELECT 1") + v1(2, "SELECT 2") + v1(3, "SELECT 3"))
+    raw[len(head) + 3] ^= 0x01  # record 1's length
+    log_path.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=rf"damaged.* at byte {len(head)}\b"):
+        AckLog(str(path)).read()
