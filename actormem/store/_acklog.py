@@ -49,12 +49,15 @@ sequence must continue the database's without a gap.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+import duckdb
 import numpy as np
 import structlog
 
@@ -63,7 +66,7 @@ from actormem.store._duckdb_sql import lit
 from actormem.store._schema import read_meta
 from actormem.store._types import StoreError
 
-__all__ = ["AckLog", "replay"]
+__all__ = ["REJECTED", "AckLog", "apply_one", "quarantine", "replay"]
 
 log = structlog.get_logger(__name__)
 
@@ -144,6 +147,88 @@ def _valid_after(raw: bytes, pos: int, after_seq: int, v1: bool) -> tuple[int, i
             if not isinstance(found, str) and found[0] > after_seq:
                 return lo + int(at), found[0]
     return None
+
+
+#: Errors by which DuckDB rejects a record's own statements (its values, its
+#: SQL): retrying cannot help, so the record is set aside.  Anything else (a
+#: full disk, an I/O error, memory) is a failure of the moment: the record
+#: stays pending and is applied again later.
+REJECTED: Final = (
+    duckdb.BinderException,
+    duckdb.ConversionException,
+    duckdb.ConstraintException,
+    duckdb.InvalidInputException,
+    duckdb.OutOfRangeException,
+    duckdb.ParserException,
+    duckdb.SyntaxException,
+    duckdb.TypeMismatchException,
+)
+
+
+def fsync_dir(path: str) -> None:
+    """Sync the directory holding ``path`` (a created or renamed entry survives power loss)."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def quarantine(log_path: str, seq: int, statements: str, error: BaseException) -> str:
+    """Append a record DuckDB rejected to ``<log>.rejected`` (synced); return that path.
+
+    One JSON line per record: its commit number, the error, the time and its
+    SQL, so nothing acknowledged disappears without a trace.
+    """
+    path = log_path + ".rejected"
+    line = json.dumps(
+        {"seq": seq, "error": str(error), "rejected_at": time.time(), "statements": statements}
+    )
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path)
+    return path
+
+
+def apply_one(cur: Any, seq: int, statements: str, log_path: str, db_path: str) -> bool:
+    """Commit one record with ``commit_seq = seq``; False when DuckDB rejected it.
+
+    A rejected record is written to the quarantine file, logged as an error,
+    and ``commit_seq`` still moves to ``seq`` (so the records after it are
+    applied and a reopen does not try it again).
+
+    Raises:
+        duckdb.Error: Any failure that is not a rejection (nothing committed).
+    """
+    bump = f"UPDATE store_meta SET value = {lit(str(seq))} WHERE key = 'commit_seq'"
+    try:
+        cur.execute(";\n".join(["BEGIN TRANSACTION", statements, bump, "COMMIT"]))
+        return True
+    except REJECTED as exc:
+        with contextlib.suppress(duckdb.Error):
+            cur.execute("ROLLBACK")
+        aside = quarantine(log_path, seq, statements, exc)
+        cur.execute(";\n".join(["BEGIN TRANSACTION", bump, "COMMIT"]))
+        log.error(
+            "store.acknowledged_write_rejected",
+            path=db_path,
+            seq=seq,
+            quarantine=aside,
+            error=str(exc),
+            reason="DuckDB refused an acknowledged write when applying it; it was set aside "
+            "in the quarantine file and the store carries on without it",
+        )
+        return False
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            cur.execute("ROLLBACK")
+        raise
 
 
 class AckLog:
@@ -331,12 +416,19 @@ def replay(cur: Any, acklog: AckLog, path: str) -> int:
     )
     try:
         cur.execute(script)
-    except Exception as exc:
+    except Exception:
         with contextlib.suppress(Exception):
             cur.execute("ROLLBACK")
-        raise StoreError(
-            f"{path}: applying {len(todo)} acknowledged write(s) from {acklog.path} failed "
-            f"and was rolled back ({exc}); nothing was changed"
-        ) from exc
+        # One record at a time: a record DuckDB rejects is set aside (quarantine)
+        # and the others are applied; any other failure refuses the open.
+        for r in todo:
+            try:
+                apply_one(cur, r.seq, r.payload, acklog.path, path)
+            except Exception as exc:
+                raise StoreError(
+                    f"{path}: applying acknowledged write #{r.seq} from {acklog.path} "
+                    f"failed and was rolled back ({exc}); the writes before it are applied, "
+                    "it and those after it stay in the log"
+                ) from exc
     log.info("store.acklog_replayed", path=path, records=len(todo), last=todo[-1].seq)
     return len(todo)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from actormem.store._acklog import AckLog, encode
+from actormem.store._acklog import REJECTED, AckLog, apply_one, encode
 from actormem.store._commits import CommitRecord
 from actormem.store._duckdb_rows import (
     HISTORY_HEAD,
@@ -114,6 +114,8 @@ class DuckDBLogged:
 
         def _restore_pending(self, pending: dict[str, tuple[int, float]]) -> None: ...
 
+        def _rebuild_index(self, progress: Any = None) -> None: ...
+
         @staticmethod
         def _touches_literal(pending: dict[str, tuple[int, float]]) -> str | None: ...
 
@@ -128,6 +130,11 @@ class DuckDBLogged:
         self._acur: Any = None
         self._apply_wake = threading.Event()
         self._applier: threading.Thread | None = None
+        #: Acknowledged writes DuckDB rejected when applying them (set aside in
+        #: ``<db>.acklog.rejected``, logged as errors) since the store was opened.
+        self.rejected_writes = 0
+        #: The index holds a write DuckDB rejected: rebuilt under the writer lock.
+        self._index_stale = False
 
     def _start_applier(self) -> None:
         if self._acklog is None:
@@ -174,6 +181,9 @@ class DuckDBLogged:
                 self._acur = self._con.cursor()
             self._apply(self._acur, pending)
             self._applied(len(pending))
+        if self._index_stale:
+            with self._write_lock:
+                self._refresh_index()
 
     def _log_entry(self, batch: Batch, now: float) -> Logged | None:
         """``batch`` as a record for the log, or None when it takes the direct path.
@@ -255,6 +265,13 @@ class DuckDBLogged:
             if pending:
                 self._apply(self._wcur, pending)
                 self._applied(len(pending))
+        self._refresh_index()
+
+    def _refresh_index(self) -> None:
+        """Rebuild the index from DuckDB if it holds a rejected write (writer lock held)."""
+        if self._index_stale:
+            self._index_stale = False
+            self._rebuild_index()
 
     def _applied(self, n: int) -> None:
         """Forget the first ``n`` pending records (committed); cut the log when none is left."""
@@ -294,13 +311,44 @@ class DuckDBLogged:
             with contextlib.suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
             self._restore_pending(touches)
-            if isinstance(exc, duckdb.Error):
+            if not isinstance(exc, duckdb.Error):
+                raise
+            if isinstance(exc, REJECTED) or len(pending) > 1:
+                self._apply_each(cur, pending, exc)
+                return
+            raise StoreError(
+                f"applying {len(pending)} acknowledged write(s) to {self.path} failed and "
+                f"was rolled back ({exc}); they stay in {self._acklog_path()} and are "
+                "applied again on the next read, write or open"
+            ) from exc
+
+    def _apply_each(self, cur: Any, pending: list[Logged], first: duckdb.Error) -> None:
+        """After ``pending`` failed as one transaction: commit its records one at a time.
+
+        A record DuckDB rejects (its values or SQL, see
+        :data:`~actormem.store._acklog.REJECTED`) goes to ``<db>.acklog.rejected``
+        and ``commit_seq`` moves past it, so it cannot hold back the records after
+        it; the index, which had it already, is rebuilt from DuckDB.  Any other
+        failure (a full disk) stops here: the records applied so far are
+        forgotten, the rest stay pending, and :class:`StoreError` says so.
+        """
+        assert self._acklog is not None
+        for done, entry in enumerate(pending):
+            try:
+                ok = apply_one(
+                    cur, entry.seq, ";\n".join(entry.payload()), self._acklog.path, self.path
+                )
+            except duckdb.Error as exc:
+                self._applied(done)
                 raise StoreError(
-                    f"applying {len(pending)} acknowledged write(s) to {self.path} failed and "
-                    f"was rolled back ({exc}); they stay in {self._acklog_path()} and are "
-                    "applied again on the next read, write or open"
+                    f"applying acknowledged write #{entry.seq} to {self.path} failed and was "
+                    f"rolled back ({exc}; as a group: {first}); it and the ones after it stay "
+                    f"in {self._acklog_path()} and are applied again on the next read, write "
+                    "or open"
                 ) from exc
-            raise
+            if not ok:
+                self.rejected_writes += 1
+                self._index_stale = True
 
     def _touches_for(
         self, pending: list[Logged]
