@@ -304,12 +304,15 @@ class AckLog:
     def start(self, store_id: str) -> None:
         """Open the log for appending, empty, with the header of ``store_id`` (synced)."""
         self._store_id = store_id
+        created = not os.path.exists(self.path)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             header = _MAGIC + store_id.encode("ascii") + b"\n"
             os.ftruncate(fd, 0)
             os.pwrite(fd, header, 0)
             os.fsync(fd)
+            if created:  # the file's name must survive a power cut too
+                fsync_dir(self.path)
         except BaseException:
             os.close(fd)
             raise
@@ -356,14 +359,23 @@ class AckLog:
         self.size = 0
 
     def close(self, *, remove: bool) -> None:
-        """Close the file; ``remove`` deletes it (every record is in DuckDB)."""
+        """Close the file; ``remove``: every record is in DuckDB, so cut it to its header.
+
+        The file itself is kept (and synced): creating it again at the next
+        open would need the directory synced before the first acknowledgement.
+        """
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if remove:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+            try:
+                if remove:
+                    os.ftruncate(fd, _HEADER_LEN)
+                    os.fsync(fd)
+                    self.size = 0
+            except OSError as exc:  # the records stay; replay skips them by number
+                log.warning("store.acklog_cut_failed", path=self.path, error=str(exc))
+            finally:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def replay(cur: Any, acklog: AckLog, path: str) -> int:
@@ -386,6 +398,7 @@ def replay(cur: Any, acklog: AckLog, path: str) -> int:
     if meta.get("store_id") != store_id:
         aside = f"{acklog.path}.orphan-{os.getpid()}"
         os.replace(acklog.path, aside)
+        fsync_dir(aside)
         log.warning(
             "store.acklog_of_another_database",
             path=path,
