@@ -691,8 +691,21 @@ class DuckDBStore(DuckDBLogged, DuckDBOpening, DuckDBQueries, StoreBase):
                 self._apply_to_index(batch)
             except Exception as exc:  # keep the index in step with the file no matter what
                 log.error("store.index_apply_failed", path=self.path, error=str(exc))
-                self._drain()
-                self._rebuild_index()
+                # The write is acknowledged (synced in the log): never report it as
+                # failed.  The index is rebuilt now, or at the next drain if DuckDB
+                # cannot take the log right now.
+                self._index_stale = True
+                try:
+                    self._drain()
+                except Exception as again:
+                    self._apply_wake.set()  # the applier retries, then rebuilds
+                    log.error(
+                        "store.index_rebuild_deferred",
+                        path=self.path,
+                        error=str(again),
+                        reason="the write is acknowledged; the index is rebuilt once the "
+                        "log is applied",
+                    )
             return
         self._drain()
         prepared: Prepared | None = None

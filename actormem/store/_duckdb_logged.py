@@ -175,12 +175,11 @@ class DuckDBLogged:
                 return
             with self._logged_lock:
                 pending = list(self._logged)
-            if not pending:
-                return
-            if self._acur is None:
-                self._acur = self._con.cursor()
-            self._apply(self._acur, pending)
-            self._applied(len(pending))
+            if pending:
+                if self._acur is None:
+                    self._acur = self._con.cursor()
+                self._apply(self._acur, pending)
+                self._applied(len(pending))
         if self._index_stale:
             with self._write_lock:
                 self._refresh_index()
@@ -246,7 +245,7 @@ class DuckDBLogged:
         Without the writer lock: writes are logged meanwhile, and the read
         needs only what was acknowledged before it.
         """
-        if self._logged:
+        if self._logged or self._index_stale:
             self._apply_pending(stopping=False)
 
     def _drain(self) -> None:
@@ -259,6 +258,7 @@ class DuckDBLogged:
                 stay pending (and in the log, which replays them at open).
         """
         if not self._logged:
+            self._refresh_index()
             return
         with self._apply_lock:
             pending = list(self._logged)  # no append can run: the writer lock is held
@@ -268,10 +268,14 @@ class DuckDBLogged:
         self._refresh_index()
 
     def _refresh_index(self) -> None:
-        """Rebuild the index from DuckDB if it holds a rejected write (writer lock held)."""
+        """Rebuild the index from DuckDB if it is out of step (writer lock held).
+
+        Out of step: it holds a write DuckDB rejected, or updating it after an
+        acknowledged write failed.
+        """
         if self._index_stale:
-            self._index_stale = False
             self._rebuild_index()
+            self._index_stale = False
 
     def _applied(self, n: int) -> None:
         """Forget the first ``n`` pending records (committed); cut the log when none is left."""

@@ -349,3 +349,39 @@ def test_the_log_is_created_durably_and_kept_across_closes(
         assert len(store.list(NS)) == 1
         store.add(NS, "two")
     assert log_path.stat().st_ino == inode  # the same file, never re-created
+
+
+def test_an_acknowledged_write_is_reported_stored_when_updating_the_index_fails(
+    tmp_path: Path,
+) -> None:
+    """The record is synced, then updating the index raises and DuckDB cannot take the
+    log either (a full disk): add() still returns (the write is stored), and the index is
+    rebuilt once DuckDB has the record (before: the caller got StoreError for a write that
+    was acknowledged and is replayed)."""
+    path = tmp_path / "i.duckdb"
+    store = _open(path)
+    try:
+        store.add(NS, "in DuckDB")
+        store.flush()
+        real_apply = store._apply_to_index
+        fail = [True]
+
+        def flaky(batch: object, *args: object) -> None:
+            if fail.pop() if fail else False:
+                raise RuntimeError("the index ran out of memory")
+            real_apply(batch, *args)  # type: ignore[arg-type]
+
+        store._apply_to_index = flaky  # type: ignore[method-assign]
+        store._wcur = _FailingWrites(store._wcur)
+        store._acur = _FailingWrites(store._con.cursor())
+        stored = store.add(NS, "acknowledged while the index failed").id
+        store._wcur = store._wcur._cur
+        store._acur = None
+        assert stored in {r.id for r in store.list(NS)}  # a read applies the log ...
+        assert store.get(NS, stored) is not None  # ... and then rebuilds the index
+        hits = [h.memory.id for h in store.search("acknowledged while the index failed", NS)]
+        assert hits[0] == stored
+    finally:
+        store.close()
+    with _open(path) as again:
+        assert again.get(NS, stored) is not None
