@@ -48,7 +48,7 @@ from actormem.store._duckdb_rows import (
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._index import MemoryIndex
 from actormem.store._records import Batch
-from actormem.store._types import MemoryRecord, StoreError
+from actormem.store._types import InvalidMemoryError, MemoryRecord, StoreError
 
 __all__ = ["APPLY_DELAY", "APPLY_MAX", "DuckDBLogged", "Logged"]
 
@@ -220,7 +220,13 @@ class DuckDBLogged:
         assert self._acklog is not None
         if len(self._logged) >= APPLY_MAX or self._acklog.size >= LOG_MAX:
             self._drain()
-        data = encode(entry.seq, entry.payload())
+        try:
+            data = encode(entry.seq, entry.payload())
+        except UnicodeEncodeError as exc:  # a lone surrogate in some text: not storable
+            raise InvalidMemoryError(
+                f"a text of this write cannot be stored (not valid Unicode: {exc}); "
+                "nothing was written"
+            ) from exc
         with self._logged_lock:  # not while the applier cuts the log
             self._acklog.append(data)
             self._seq = entry.seq

@@ -385,3 +385,15 @@ def test_an_acknowledged_write_is_reported_stored_when_updating_the_index_fails(
         store.close()
     with _open(path) as again:
         assert again.get(NS, stored) is not None
+
+
+def test_text_that_is_not_valid_unicode_is_refused_before_the_log(tmp_path: Path) -> None:
+    """A lone surrogate in a journal entry's type or a journal state value: InvalidMemoryError
+    (before: a raw UnicodeEncodeError from the log's encoder), nothing acknowledged."""
+    with _open(tmp_path / "u.duckdb") as store:
+        with pytest.raises(InvalidMemoryError, match="not valid Unicode"):
+            store.set_journal_state(NS, {"k": "\ud800"})
+        with pytest.raises(InvalidMemoryError):
+            store.journal_write(NS, [("n\ud800", "x", {}, time.time())])
+        assert store._acklog is not None and store._acklog.size == 0
+        assert store.journal_state(NS) == {} and store.log_entries(NS) == []
