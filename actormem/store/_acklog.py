@@ -66,7 +66,7 @@ from actormem.store._duckdb_sql import lit
 from actormem.store._schema import read_meta
 from actormem.store._types import StoreError
 
-__all__ = ["REJECTED", "AckLog", "apply_one", "quarantine", "replay"]
+__all__ = ["MAX_RECORD", "REJECTED", "AckLog", "apply_one", "quarantine", "replay"]
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +78,7 @@ _HEADER_LEN: Final = len(_MAGIC) + 32 + 1
 _REC: Final = struct.Struct("<IQII")
 _REC_V1: Final = struct.Struct("<IIQ")
 #: Larger declared lengths are damage, not a record (a record is one small write).
-_MAX_RECORD: Final = 256 * 1024 * 1024
+MAX_RECORD: Final = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _record_at(raw: bytes, pos: int, v1: bool) -> tuple[int, int, bytes] | str:
         if zlib.crc32(raw[pos : pos + 12]) != head_crc:
             return "a record header failing its checksum"
     end = pos + rec.size + length
-    if length > _MAX_RECORD or end > len(raw):
+    if length > MAX_RECORD or end > len(raw):
         return f"a record of {length} bytes past the end of the file"
     payload = raw[pos + rec.size : end]
     if _crc(seq, payload) != crc:

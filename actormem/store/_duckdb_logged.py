@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem.store._acklog import MAX_RECORD as LOG_RECORD_MAX
 from actormem.store._acklog import REJECTED, AckLog, apply_one, encode
 from actormem.store._commits import CommitRecord
 from actormem.store._duckdb_rows import (
@@ -89,6 +90,17 @@ class Logged:
             out.append(HISTORY_HEAD + ", ".join(self.history_rows))
         out.extend(self.statements)
         return out
+
+
+def _too_large(statements: list[str]) -> bool:
+    """Whether a record of ``statements`` could pass the size the log's reader accepts.
+
+    Such a record is never written (the reader would take it for damage and
+    refuse the open): a group of large memories (up to 1M characters each, at
+    most 4 bytes a character in UTF-8) or a huge journal entry takes the
+    direct path, one DuckDB commit, instead.
+    """
+    return 4 * sum(len(s) for s in statements) + 1024 > LOG_RECORD_MAX
 
 
 class DuckDBLogged:
@@ -203,7 +215,7 @@ class DuckDBLogged:
             if ids.count(mid) > 1 or self._index.row_of(mid) is not None:
                 raise StoreError(f"a memory with id {mid!r} already exists in {self.path}")
         try:
-            return Logged(
+            entry = Logged(
                 seq=self._seq + 1,
                 inserts=list(batch.inserts),
                 insert_rows=insert_values(
@@ -214,6 +226,7 @@ class DuckDBLogged:
             )
         except UnsafeLiteral:
             return None
+        return None if _too_large(entry.payload()) else entry
 
     def _append_logged(self, entry: Logged) -> None:
         """Append ``entry`` to the log and sync it: from here on it is acknowledged."""
@@ -240,7 +253,7 @@ class DuckDBLogged:
 
         The journal's tables go this way; a ``:memory:`` store commits them directly.
         """
-        if self._acklog is None:
+        if self._acklog is None or _too_large(statements):
             self._run_script(what, statements)
             return
         self._append_logged(Logged(seq=self._seq + 1, statements=list(statements)))

@@ -274,3 +274,45 @@ def test_a_process_killed_while_duckdb_cannot_apply_loses_nothing(tmp_path: Path
     assert len(acks) == 20 and "LIST StoreError" in proc.stdout
     with _open(path) as store:
         assert {r.id for r in store.list(NS, limit=100)} == set(acks)
+
+
+def test_a_write_too_large_for_a_log_record_goes_to_duckdb_and_survives_a_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's reader takes a record past its size limit for damage, so such a
+    record is never written: a group of large memories (or a huge journal entry)
+    commits to DuckDB directly.  The limit is lowered to 64 KB on both sides
+    (the real one, 256 MB, is reached by 64 memories of 1M characters)."""
+    path = tmp_path / "m.duckdb"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        import actormem.store._acklog as acklog
+        import actormem.store._duckdb_logged as logged
+        acklog.MAX_RECORD = logged.LOG_RECORD_MAX = 64 * 1024
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        ns = Namespace(user_id="ada", agent_id="bot")
+        small = store.add(ns, "a small memory before the large ones")
+        print("ACK", small.id, flush=True)
+        big = store.add_many(ns, [f"large memory {{i}} " + "word " * 4000 for i in range(4)])
+        for r in big:
+            print("ACK", r.id, flush=True)
+        after = store.add(ns, "a small memory after the large ones")
+        print("ACK", after.id, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ACK")]
+    assert len(acks) == 6
+    monkeypatch.setattr("actormem.store._acklog.MAX_RECORD", 64 * 1024)
+    with _open(path) as store:
+        assert store.lost_commits == 0
+        for mid in acks:
+            assert store.get(NS, mid) is not None, mid
+        assert store.count(NS) == 6
