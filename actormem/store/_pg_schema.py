@@ -49,8 +49,8 @@ log = structlog.get_logger(__name__)
 #: keyword statistics ``scope_stats`` / ``term_stats`` kept by triggers, the
 #: episodes' neighbour index and ``vector_indexes``; **4** -- ``postings``, one row per
 #: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`);
-#: **5** -- new rows are added to the statistics by the inserting transaction instead
-#: of a trigger (:func:`_inserts_counted_by_writer`).
+#: **5** -- new rows are added to the statistics and postings by the inserting
+#: transaction instead of triggers (:func:`_inserts_counted_by_writer`).
 PG_SCHEMA_VERSION: Final = 5
 
 #: The advisory lock taken while creating or migrating the schema.
@@ -207,8 +207,8 @@ def _add_stats(conn: Any, dim: int) -> None:
     transaction, so the figures always match the committed rows whichever
     code (or person) writes them; writers of one namespace already take its
     advisory lock, writers of different namespaces touch different rows.
-    (Version 5 drops the trigger on inserts: the store adds new rows itself,
-    see :func:`_inserts_counted_by_writer`.)
+    (Version 5 drops the triggers on inserts, this one and the postings': the
+    store adds new rows itself, see :func:`_inserts_counted_by_writer`.)
     """
     conn.execute(
         f"""
@@ -412,15 +412,18 @@ def _add_postings(conn: Any, dim: int) -> None:
 
 
 def _inserts_counted_by_writer(conn: Any, dim: int) -> None:
-    """Drop the statistics trigger on inserts: the store counts new rows itself.
+    """Drop the triggers on inserts: the store adds new rows to the keyword tables itself.
 
-    The figures stay as they are (they already match the rows); from now on
+    ``scope_stats``, ``term_stats``, ``postings`` and ``term_bounds`` stay as
+    they are (they already match the rows); from now on
     :func:`~actormem.store._pg_write.copy_inserts`, the only way rows enter
-    ``memories``, adds them in the same transaction.  Updates and deletes
-    keep their triggers.
+    ``memories``, adds to them in the same transaction
+    (:func:`~actormem.store._pg_write.add_insert_stats` says why).  Updates
+    and deletes keep their triggers.
     """
-    conn.execute("DROP TRIGGER IF EXISTS memories_stats_insert ON memories")
-    conn.execute("DROP FUNCTION IF EXISTS actormem_stats_insert()")
+    for name in ("stats", "postings"):
+        conn.execute(f"DROP TRIGGER IF EXISTS memories_{name}_insert ON memories")
+        conn.execute(f"DROP FUNCTION IF EXISTS actormem_{name}_insert()")
 
 
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).

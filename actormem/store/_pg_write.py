@@ -64,9 +64,9 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
     format (:func:`encode_inserts`) and sent as one buffer (psycopg's
     per-row ``write_row`` encoded arrays element by element: 4.5 s of client
     CPU for 100k rows, 3.7 s now).  The statistics of the live rows among
-    them (``scope_stats``, ``term_stats``) are counted from the same values
-    while encoding and written by two statements in the same transaction:
-    see :func:`add_insert_stats` for why not by a trigger.
+    them (``scope_stats``, ``term_stats``, ``postings``, ``term_bounds``)
+    are derived from the same values while encoding and written in the same
+    transaction: see :func:`add_insert_stats` for why not by triggers.
     """
     data, stats = encode_inserts(inserts)
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
@@ -76,35 +76,68 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
 
 
 class InsertStats:
-    """What a batch of new rows adds to ``scope_stats`` and ``term_stats`` (live rows)."""
+    """What a batch's new live rows add to the keyword tables.
 
-    __slots__ = ("scopes", "terms")
+    ``scope_stats`` and ``term_stats`` (counts), ``postings`` (one row per
+    memory and distinct term, already in binary COPY form) and
+    ``term_bounds`` (per term and namespace the largest count and the
+    shortest length seen).
+    """
+
+    __slots__ = ("bounds", "postings", "scopes", "terms")
 
     def __init__(self) -> None:
         self.scopes: dict[tuple[str, ...], list[int]] = {}  # key -> [docs, doclen, episodes]
         self.terms: Counter[tuple[str, ...]] = Counter()  # (term, *key) -> rows holding it
+        self.bounds: dict[tuple[str, ...], list[int]] = {}  # (term, *key) -> [max tf, min len]
+        self.postings: list[tuple[tuple[str, ...], str, bytes]] = []  # sorted before COPY
 
-    def add(self, key: tuple[str, ...], kind: str, terms: Sequence[str], doclen: int) -> None:
+    def add(
+        self,
+        key: tuple[str, ...],
+        memory_id: str,
+        kind: str,
+        terms: Sequence[str],
+        tfs: Sequence[int],
+        doclen: int,
+    ) -> None:
         scope = self.scopes.setdefault(key, [0, 0, 0])
         scope[0] += 1
         scope[1] += doclen
         scope[2] += kind == "episode"
-        self.terms.update((t, *key) for t in terms)
+        # a posting: term, the namespace, id, doclen, tf (_POSTINGS_COLUMNS)
+        rest = b"".join([*(_text(k) for k in key), _text(memory_id), _int4(doclen)])
+        bounds = self.bounds
+        for term, tf in zip(terms, tfs, strict=True):
+            tkey = (term, *key)
+            self.terms[tkey] += 1
+            self.postings.append(
+                (tkey, memory_id, _POSTING_FIELDS + _text(term) + rest + _int4(tf))
+            )
+            bound = bounds.get(tkey)
+            if bound is None:
+                bounds[tkey] = [tf, doclen]
+            else:
+                if tf > bound[0]:
+                    bound[0] = tf
+                if doclen < bound[1]:
+                    bound[1] = doclen
 
 
 def add_insert_stats(conn: Any, stats: InsertStats) -> None:
-    """Add a batch's new live rows to the keyword statistics (the caller's transaction).
+    """Add a batch's new live rows to the keyword tables (the caller's transaction).
 
-    Updates and deletes are counted by statement triggers (schema v3); new
-    rows are counted here since schema v5.  A trigger on inserts needs the
+    Updates and deletes are handled by statement triggers (schema v3 and v4);
+    new rows are added here since schema v5.  A trigger on inserts needs the
     inserted rows as a transition table, which makes PostgreSQL store each
     copied row on its own instead of in multi-row batches and queue a copy of
     it for the trigger: measured at 50k rows, a 1,000-row insert took 28 ms
-    without the trigger and 170-280 ms with it.  Rows reach ``memories`` only
-    through :func:`copy_inserts`, so the figures still match the committed
-    rows (``test_keyword_statistics_kept_by_triggers_match_the_live_rows``
-    recounts them after every kind of write).  Keys are written in sorted
-    order, so two batches never wait for each other in opposite orders.
+    without the statistics trigger and 170-280 ms with it.  Rows reach
+    ``memories`` only through :func:`copy_inserts`, so the tables still match
+    the committed rows (``test_keyword_statistics_kept_by_triggers_match_the_live_rows``
+    and the postings tests recount them after every kind of write).  Keys are
+    written in sorted order, so two batches never wait for each other in
+    opposite orders; postings go in by binary COPY.
     """
     # arrays go as literals built here: psycopg's list adapter quoted them element
     # by element (as much client time as encoding the rows)
@@ -134,6 +167,29 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
             ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df""",
             (*[array_text(c) for c in cols], _int_array_text(stats.terms[r] for r in rows)),
         )
+    if stats.postings:
+        sql = f"COPY postings ({_POSTINGS_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+        with conn.cursor() as cur, cur.copy(sql) as copy:
+            # in the index's order: neighbouring btree pages, not random ones
+            copy.write(b"".join([_SIGNATURE, *(p for _, _, p in sorted(stats.postings))]))
+    if stats.bounds:
+        rows = sorted(stats.bounds)
+        cols = list(zip(*rows, strict=True))
+        # only ever raised (a bound that a deletion left loose is still a bound)
+        conn.execute(
+            f"""INSERT INTO term_bounds AS b (term, {_NS}, max_tf, min_doclen)
+            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                %s::int4[], %s::int4[])
+            ON CONFLICT (term, {_NS}) DO UPDATE SET
+                max_tf = greatest(b.max_tf, excluded.max_tf),
+                min_doclen = least(b.min_doclen, excluded.min_doclen)
+            WHERE b.max_tf < excluded.max_tf OR b.min_doclen > excluded.min_doclen""",
+            (
+                *[array_text(c) for c in cols],
+                _int_array_text(stats.bounds[r][0] for r in rows),
+                _int_array_text(stats.bounds[r][1] for r in rows),
+            ),
+        )
 
 
 # PostgreSQL's binary COPY format: a signature, then per row the number of
@@ -148,12 +204,18 @@ _I4 = struct.Struct("!i").pack
 _I8 = struct.Struct("!q").pack
 _F8 = struct.Struct("!d").pack
 _FIELDS: Final = _I2(22)
+_POSTING_FIELDS: Final = _I2(8)
+_POSTINGS_COLUMNS: Final = "term, user_id, agent_id, run_id, session_id, id, doclen, tf"
 _EMPTY_TEXT_ARRAY: Final = _I4(12) + _I4(0) + _I4(0) + _I4(_TEXT_OID)
 
 
 def _text(value: str) -> bytes:
     data = value.encode("utf-8")
     return _I4(len(data)) + data
+
+
+def _int4(value: int) -> bytes:
+    return b"\x00\x00\x00\x04" + _I4(value)
 
 
 def _int8(value: int) -> bytes:
@@ -199,7 +261,7 @@ def encode_inserts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> tuple[bytes, 
         terms, tfs, doclen = term_counts(rec.content)
         key = rec.namespace.key()
         if rec.superseded_by is None and rec.deleted_at is None:
-            stats.add(key, rec.kind, terms, doclen)
+            stats.add(key, rec.id, rec.kind, terms, tfs, doclen)
         out += (
             _FIELDS,
             _text(rec.id),

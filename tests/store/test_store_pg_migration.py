@@ -122,6 +122,14 @@ def _assert_derived_tables_match_the_rows(conn: Any) -> None:
             f"SELECT term, {_NS}, id, tf, doclen FROM postings ORDER BY 1, 2, 3, 4, 5, 6"
         ).fetchall()
         assert got_p == want_p
+        # every live (term, namespace) has a bound that holds: count <= max_tf, len >= min
+        broken = conn.execute(
+            f"SELECT count(*) FROM (SELECT u.term, {_NS}, max(u.tf) AS tf, min(doclen) AS len "
+            f"FROM memories, unnest(terms, tfs) AS u(term, tf) WHERE {_LIVE} "
+            f"GROUP BY u.term, {_NS}) a LEFT JOIN term_bounds b USING (term, {_NS}) "
+            "WHERE b.term IS NULL OR b.max_tf < a.tf OR b.min_doclen > a.len"
+        ).fetchone()
+        assert broken == (0,)
 
 
 def test_a_filled_schema_2_database_migrates_to_the_current_schema(pg_dsn: str) -> None:
