@@ -40,7 +40,14 @@ import structlog
 
 from actormem.store._types import SchemaVersionError, StoreError
 
-__all__ = ["PG_SCHEMA_VERSION", "ensure_schema", "read_meta", "write_meta"]
+__all__ = [
+    "PG_SCHEMA_VERSION",
+    "bound_sql",
+    "ensure_schema",
+    "post_sql",
+    "read_meta",
+    "write_meta",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -303,7 +310,8 @@ _CAME: Final = f"""n.deleted_at IS NULL AND n.superseded_by IS NULL AND NOT (
         o.deleted_at IS NULL AND o.superseded_by IS NULL AND {_SAME})"""
 
 
-def _post_sql(rows: str) -> str:
+def post_sql(rows: str) -> str:
+    """``INSERT`` of the postings of ``rows`` (a query of :data:`_POSTED` columns)."""
     return (
         f"INSERT INTO postings (term, {_NS}, id, tf, doclen) "
         f"SELECT u.term, {_NS}, r.id, u.tf, r.doclen FROM ({rows}) AS r, "
@@ -311,7 +319,8 @@ def _post_sql(rows: str) -> str:
     )
 
 
-def _bound_sql(rows: str) -> str:
+def bound_sql(rows: str) -> str:
+    """Raise ``term_bounds`` to cover ``rows`` (a query of :data:`_POSTED` columns)."""
     # only ever raised: a bound that a deletion left loose is still a bound
     return (
         f"INSERT INTO term_bounds AS b (term, {_NS}, max_tf, min_doclen) "
@@ -366,8 +375,8 @@ def _add_postings(conn: Any, dim: int) -> None:
             run_id text NOT NULL, session_id text NOT NULL, max_tf integer NOT NULL,
             min_doclen integer NOT NULL, PRIMARY KEY (term, {_NS}))"""
     )
-    conn.execute(_post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
-    conn.execute(_bound_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+    conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+    conn.execute(bound_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
     conn.execute(f"CREATE INDEX postings_key ON postings (term, {_NS}, id) INCLUDE (tf, doclen)")
     live_new = f"SELECT {_POSTED} FROM new_rows WHERE {_LIVE}"
     live_old = f"SELECT {_POSTED} FROM old_rows WHERE {_LIVE}"
@@ -376,16 +385,16 @@ def _add_postings(conn: Any, dim: int) -> None:
         f"n.tfs FROM new_rows n JOIN old_rows o USING (id) WHERE {_CAME}"
     )
     bodies = {
-        "insert": _post_sql(live_new) + ";\n" + _bound_sql(live_new) + ";",
+        "insert": post_sql(live_new) + ";\n" + bound_sql(live_new) + ";",
         "delete": _unpost_sql(live_old) + ";",
         "update": _unpost_sql(
             "SELECT o.user_id, o.agent_id, o.run_id, o.session_id, o.id, o.doclen, o.terms, "
             f"o.tfs FROM new_rows n JOIN old_rows o USING (id) WHERE {_GONE}"
         )
         + ";\n"
-        + _post_sql(came)
+        + post_sql(came)
         + ";\n"
-        + _bound_sql(came)
+        + bound_sql(came)
         + ";",
     }
     tables = {
