@@ -65,9 +65,10 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
     format (:func:`encode_inserts`) and sent as one buffer (psycopg's
     per-row ``write_row`` encoded arrays element by element: 4.5 s of client
     CPU for 100k rows, 3.7 s now).  The statistics of the live rows among
-    them (``scope_stats``, ``term_stats``, ``postings``, ``term_bounds``)
-    are derived from the same values while encoding and written in the same
-    transaction: see :func:`add_insert_stats` for why not by triggers.
+    them are added to ``scope_stats`` and ``term_stats`` (counted while
+    encoding) and to ``postings`` and ``term_bounds`` (built by the server
+    from the rows just copied), in the same transaction: see
+    :func:`add_insert_stats` for why not by triggers.
     """
     data, stats = encode_inserts(inserts)
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
