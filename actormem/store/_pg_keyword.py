@@ -40,7 +40,7 @@ import math
 from collections import Counter
 from typing import Any, Final
 
-from actormem.store._pg_queries import scope_sql
+from actormem.store._pg_queries import read_snapshot, scope_sql
 from actormem.store._types import Namespace
 
 __all__ = ["FIRST_READ_DF", "keyword_top"]
@@ -66,7 +66,7 @@ def _stats(conn: Any, scope: Namespace, terms: list[str]) -> tuple[float, float,
         "(SELECT coalesce(array_agg(ARRAY[x.df, x.tf, x.len] ORDER BY x.i), '{}') FROM ("
         "SELECT q.i, coalesce((SELECT sum(t.df) FROM term_stats t WHERE t.term = q.term AND "
         f"{tw}), 0)::float8 AS df, coalesce((SELECT max(b.max_tf) FROM term_bounds b WHERE "
-        f"b.term = q.term AND {bw}), 0)::float8 AS tf, coalesce((SELECT min(b.min_doclen) "
+        f"b.term = q.term AND {bw}), -1)::float8 AS tf, coalesce((SELECT min(b.min_doclen) "
         f"FROM term_bounds b WHERE b.term = q.term AND {bw}), 0)::float8 AS len "
         "FROM unnest(%s::text[]) WITH ORDINALITY AS q(term, i)) AS x)",
         [*sparams, *sparams, *tparams, *bparams, *bparams, terms],
@@ -150,8 +150,14 @@ def keyword_top(
 ) -> tuple[list[str], list[float], int]:
     """The ``pool`` live rows of ``scope`` with the best BM25 for ``terms`` (module docstring).
 
+    All its statements read one snapshot (:func:`read_snapshot`; the caller's
+    transaction when ``conn`` is in one): the statistics, the bounds and each
+    attempt's ``theta`` describe the same rows, so a threshold learnt in one
+    attempt never prunes rows of a later moment (rows deleted meanwhile, or a
+    row committed after the bounds were read).
+
     Args:
-        conn: A pooled connection (autocommit).
+        conn: A pooled connection (autocommit, or inside the caller's snapshot).
         scope: The searched namespace scope.
         terms: The query's BM25 terms, with repeats.
         pool: How many rows.
@@ -163,9 +169,16 @@ def keyword_top(
         are left out; ``statements`` is how many attempts it took.
     """
     qcounts = Counter(terms)
-    qterms = list(qcounts)
-    if not qterms or pool <= 0:
+    if not qcounts or pool <= 0:
         return [], [], 0
+    with read_snapshot(conn):
+        return _top(conn, scope, qcounts, pool, k1, b)
+
+
+def _top(
+    conn: Any, scope: Namespace, qcounts: Counter[str], pool: int, k1: float, b: float
+) -> tuple[list[str], list[float], int]:
+    qterms = list(qcounts)
     n, tot, per_term = _stats(conn, scope, qterms)
     if n <= 0:
         return [], [], 0
@@ -177,8 +190,13 @@ def keyword_top(
         if df <= 0:
             continue  # no row of the scope holds it
         w = math.log(1 + (n - df + 0.5) / (df + 0.5)) * qcounts[term] * float(k1 + 1.0)
-        top_tf = max(float(max_tf), 1.0)
-        bound = w * top_tf / (top_tf + c1 + c2 * float(min_len)) * (1 + _SLACK)
+        if max_tf < 0:
+            # no bounds row (a database written around the bounds): the contribution's
+            # limit as tf grows, w, bounds every row
+            bound = w * (1 + _SLACK)
+        else:
+            top_tf = max(float(max_tf), 1.0)
+            bound = w * top_tf / (top_tf + c1 + c2 * float(min_len)) * (1 + _SLACK)
         scored.append((bound, df, term, w))
     if not scored:
         return [], [], 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
@@ -44,7 +45,7 @@ from actormem.store._types import (
     check_str_tuple,
 )
 
-__all__ = ["PG_LIVE", "PG_SELECT", "PgQueries", "exact_sql", "scope_sql", "vec"]
+__all__ = ["PG_LIVE", "PG_SELECT", "PgQueries", "exact_sql", "read_snapshot", "scope_sql", "vec"]
 
 #: The columns :func:`~actormem.store._records.row_to_record` reads, in order.
 PG_SELECT: Final = (
@@ -53,6 +54,26 @@ PG_SELECT: Final = (
     "deleted_at, metadata::text"
 )
 PG_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+
+
+@contextmanager
+def read_snapshot(conn: Any) -> Iterator[None]:
+    """Run the block in one ``REPEATABLE READ, READ ONLY`` transaction on ``conn``.
+
+    Every statement of the block then sees the database at one moment: a
+    search that reads statistics, prunes with what one statement found and
+    fetches rows in another cannot mix rows from before and after another
+    worker's commit (a row deleted meanwhile returned, a bound read before a
+    row was added).  A read-only snapshot takes no row locks and never
+    fails with a serialization error.  On a connection already inside a
+    transaction the block runs in that one (the caller chose its snapshot).
+    """
+    if int(conn.info.transaction_status) != 0:  # not IDLE: already in a transaction
+        yield
+        return
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
 
 
 def vec(value: Any) -> npt.NDArray[np.float32]:

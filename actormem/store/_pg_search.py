@@ -448,7 +448,11 @@ def collect(
     s.add(
         ", x.vr, x.kr, x.bc, x.bk, (SELECT n FROM st), "
         "(SELECT coalesce(array_agg(df ORDER BY i), '{}') FROM df) "
-        "FROM memories m JOIN x USING (id) WHERE m.id = ANY((SELECT ids FROM xa)::text[])"
+        "FROM memories m JOIN x USING (id) WHERE m.id = ANY((SELECT ids FROM xa)::text[]) "
+        # the candidates again as live rows of the scope: a row found by keyword_top's
+        # statements is returned only if it is still one here
+        f"AND {where}",
+        *wparams,
     )
     rows = conn.execute(s.text(), s.params).fetchall()
     if not rows:

@@ -15,6 +15,18 @@ Search
     query term), fusion and the second stage shared with DuckDB
     (:mod:`actormem.store._ranking`).
 
+Read snapshot
+    A search is one statement, except in a large scope whose keyword side is
+    pruned first (:mod:`actormem.store._pg_keyword`: statistics, one or a few
+    pruning statements, then the search's statement).  Those run in one
+    ``REPEATABLE READ, READ ONLY`` transaction on one connection, so all of
+    them see the database at one moment: a row another worker deletes
+    meanwhile is not returned, and a pruning threshold or a term's bound
+    never comes from a different moment than the rows it prunes.  The final
+    row fetch checks again that each row is live and in the scope.  A
+    search sees every write committed before it started (READ COMMITTED
+    would add nothing for a read of a few milliseconds).
+
 Large scopes
     A scope past ``hnsw_min_rows`` live rows (20k by default) gets a
     *partial* HNSW index of its own, built once in the background by the
@@ -85,7 +97,7 @@ from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scope_text
 from actormem.store._pg_conn import first_line, is_lost, redacted
 from actormem.store._pg_keyword import keyword_top
-from actormem.store._pg_queries import PG_LIVE, PgQueries, scope_sql
+from actormem.store._pg_queries import PG_LIVE, PgQueries, read_snapshot, scope_sql
 from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
 from actormem.store._pg_search import SMALL_SCOPE, Candidates, collect
 from actormem.store._pg_view import PgView
@@ -690,7 +702,13 @@ class PostgresStore(PgQueries, StoreBase):
         large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
 
         def run(conn: Any) -> Candidates:
-            given = keyword_top(conn, scope, terms, pool, k1, b)[:2] if large else None
+            if not large:  # one statement: one snapshot already
+                return candidates(conn, None)
+            # keyword_top's statements and collect's read one snapshot (module doc)
+            with read_snapshot(conn):
+                return candidates(conn, keyword_top(conn, scope, terms, pool, k1, b)[:2])
+
+        def candidates(conn: Any, given: tuple[list[str], list[float]] | None) -> Candidates:
             return collect(
                 conn,
                 scope,
