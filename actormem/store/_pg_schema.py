@@ -28,7 +28,12 @@ table is a trap.
 :func:`ensure_schema` creates the tables at :data:`PG_SCHEMA_VERSION` or runs
 the pending migrations, in one transaction under an advisory lock, so two
 workers starting at once migrate once; a database written by a newer
-actormem raises :class:`SchemaVersionError` and is left untouched.
+actormem raises :class:`SchemaVersionError` and is left untouched.  A
+migration also locks ``memories`` against writes (``SHARE ROW EXCLUSIVE``)
+before its first step: workers of the older version that are still running
+wait until it commits, and from version 6 on their writes are refused
+(:func:`_writers_declare_version`).  Shipped steps are never edited: a change
+is a new step.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = [
     "PG_SCHEMA_VERSION",
+    "WRITER_SETTING",
     "bound_sql",
+    "declare_writer",
     "ensure_schema",
     "post_sql",
     "read_meta",
@@ -57,8 +64,13 @@ log = structlog.get_logger(__name__)
 #: episodes' neighbour index and ``vector_indexes``; **4** -- ``postings``, one row per
 #: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`);
 #: **5** -- new rows are added to the statistics and postings by the inserting
-#: transaction instead of triggers (:func:`_inserts_counted_by_writer`).
-PG_SCHEMA_VERSION: Final = 5
+#: transaction instead of triggers (:func:`_inserts_counted_by_writer`); **6** --
+#: writers of ``memories`` declare their version, older ones are refused
+#: (:func:`_writers_declare_version`).
+PG_SCHEMA_VERSION: Final = 6
+
+#: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
+WRITER_SETTING: Final = "actormem.writer_version"
 
 #: The advisory lock taken while creating or migrating the schema.
 _MIGRATE_LOCK: Final = "actormem.store.schema"
@@ -435,6 +447,50 @@ def _inserts_counted_by_writer(conn: Any, dim: int) -> None:
         conn.execute(f"DROP FUNCTION IF EXISTS actormem_{name}_insert()")
 
 
+def _writers_declare_version(conn: Any, dim: int) -> None:
+    """Refuse writes to ``memories`` from a connection of an older actormem.
+
+    The migration's lock holds off only the workers that open the store after
+    it; a worker started before it keeps its connections and goes on writing
+    as its version did (rows without what a later version keeps beside
+    them: postings, statistics counted by the writer).  A statement-level
+    ``BEFORE INSERT OR UPDATE`` trigger compares the version the connection
+    declares in the ``actormem.writer_version`` setting (:func:`declare_writer`,
+    set by every connection of the store) with the database's schema version
+    and raises, naming both and telling the old worker to upgrade, when the
+    declared one is older or missing.  It reads ``schema_version`` (a few
+    rows), so later versions need not re-create it.  A statement-level trigger
+    leaves ``COPY``'s batched inserts as they are.
+    """
+    conn.execute(
+        f"""
+        CREATE FUNCTION actormem_writer_check() RETURNS trigger LANGUAGE plpgsql AS $fn$
+        DECLARE
+            declared text := current_setting('{WRITER_SETTING}', true);
+            needed integer := (SELECT max(version) FROM schema_version);
+        BEGIN
+            IF declared IS NULL OR declared !~ '^[0-9]{{1,9}}$' OR declared::integer < needed
+            THEN
+                RAISE EXCEPTION '%', format('this database holds actormem store schema '
+                    'version %s and this connection declares %s (setting {WRITER_SETTING}): '
+                    'a worker running an older actormem is still writing; stop it and '
+                    'restart it with an actormem that understands schema version %s',
+                    needed, coalesce(nullif(declared, ''), 'no version'), needed);
+            END IF;
+            RETURN NULL;
+        END $fn$"""
+    )
+    conn.execute(
+        "CREATE TRIGGER memories_writer_version BEFORE INSERT OR UPDATE ON memories "
+        "FOR EACH STATEMENT EXECUTE FUNCTION actormem_writer_check()"
+    )
+
+
+def declare_writer(conn: Any) -> None:
+    """Declare on ``conn`` (for its session) the schema version this code writes."""
+    conn.execute("SELECT set_config(%s, %s, false)", (WRITER_SETTING, str(PG_SCHEMA_VERSION)))
+
+
 #: ``MIGRATIONS[v]`` moves a database from version ``v`` to ``v + 1`` (0: a new one).
 MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     0: _create_v1,
@@ -442,6 +498,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     2: _add_stats,
     3: _add_postings,
     4: _inserts_counted_by_writer,
+    5: _writers_declare_version,
 }
 
 
@@ -473,6 +530,13 @@ def ensure_schema(conn: Any, dim: int, where: str) -> tuple[int, int]:
                 f"{where} has store schema version {found}; this actormem understands up to "
                 f"{PG_SCHEMA_VERSION} -- upgrade actormem to open it"
             )
+        declare_writer(conn)
+        if 0 < found < PG_SCHEMA_VERSION:
+            # the steps read memories: writers that are already running (older
+            # workers the advisory lock does not hold) wait until the migration has
+            # committed, so no row of theirs lands between a step's reading of the
+            # table and the triggers or tables it sets up
+            conn.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
         for version in range(found, PG_SCHEMA_VERSION):
             try:
                 MIGRATIONS[version](conn, dim)

@@ -54,6 +54,18 @@ Concurrency (several workers writing one namespace at once)
     serialization failure or an id taken meanwhile aborts the transaction;
     it is planned again from scratch (3 attempts).
 
+Upgrades while workers run
+    Opening the store migrates the schema (:mod:`actormem.store._pg_schema`)
+    under an advisory lock, and the migration locks ``memories`` against
+    writes while it runs: workers of the older version that are still running
+    wait for it to commit.  Every pooled connection then declares the schema
+    version of its code in the ``actormem.writer_version`` setting, and a
+    statement trigger refuses an ``INSERT``/``UPDATE`` of ``memories`` from a
+    connection declaring an older version (or none) with an error naming both
+    versions and telling that worker to restart with a current actormem: an
+    old worker cannot write rows without what the new version keeps beside
+    them.  Its reads go on.
+
 Faults
     A connection lost during a write: the transaction's id is read first,
     so on a fresh connection ``pg_xact_status`` tells whether it committed
@@ -98,7 +110,7 @@ from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scop
 from actormem.store._pg_conn import first_line, is_lost, redacted
 from actormem.store._pg_keyword import keyword_top
 from actormem.store._pg_queries import PG_LIVE, PgQueries, read_snapshot, scope_sql
-from actormem.store._pg_schema import ensure_schema, read_meta, write_meta
+from actormem.store._pg_schema import declare_writer, ensure_schema, read_meta, write_meta
 from actormem.store._pg_search import SMALL_SCOPE, Candidates, collect
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
@@ -291,6 +303,7 @@ class PostgresStore(PgQueries, StoreBase):
     def _new_pool(self) -> Any:
         def configure(conn: Any) -> None:
             self._register_vector(conn)
+            declare_writer(conn)  # the schema's guard refuses writers of older versions
             # only HNSW scans read these: the partial indexes of large scopes
             conn.execute("SET hnsw.iterative_scan = relaxed_order")
             conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
