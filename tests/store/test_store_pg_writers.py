@@ -134,9 +134,10 @@ def test_writers_already_running_wait_for_the_migration_then_are_posted_or_refus
             assert "declares no version" in message and "older actormem" in message
             ids = [r[0] for r in conn.execute(f"SELECT id FROM memories WHERE {LIVE} ORDER BY 1")]
             assert ids == ["before", "new-worker"]  # the old worker's row is not stored
+            # the row in the table when the step read it is posted (a row inserted by
+            # hand after it is not: since version 5 the store's writer posts new rows)
             posted = conn.execute("SELECT id, tf FROM postings ORDER BY 1").fetchall()
-            assert posted == [("before", 2), ("new-worker", 9)]
-            assert conn.execute("SELECT max_tf FROM term_bounds").fetchall() == [(9,)]
+            assert posted == [("before", 2)]
     finally:
         for w in (old, new):
             w.conn.close()
