@@ -63,11 +63,14 @@ log = structlog.get_logger(__name__)
 #: keyword statistics ``scope_stats`` / ``term_stats`` kept by triggers, the
 #: episodes' neighbour index and ``vector_indexes``; **4** -- ``postings``, one row per
 #: (live memory, term) kept by triggers, the keyword side's index (:func:`_add_postings`);
-#: **5** -- new rows are added to the statistics and postings by the inserting
-#: transaction instead of triggers (:func:`_inserts_counted_by_writer`); **6** --
-#: writers of ``memories`` declare their version, older ones are refused
-#: (:func:`_writers_declare_version`).
-PG_SCHEMA_VERSION: Final = 6
+#: **5** -- new rows are added to the statistics by the inserting transaction instead
+#: of a trigger (:func:`_inserts_counted_by_writer`); **6** -- writers of ``memories``
+#: declare their version, older ones are refused (:func:`_writers_declare_version`);
+#: **7** -- new rows are added to the postings and their bounds by the inserting
+#: transaction too, ``postings_key`` unique (:func:`_postings_written_by_writer`).
+#: A shipped step is never edited: a change to the schema is a new step (a database
+#: already at a version never runs that version's step again).
+PG_SCHEMA_VERSION: Final = 7
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -226,8 +229,9 @@ def _add_stats(conn: Any, dim: int) -> None:
     transaction, so the figures always match the committed rows whichever
     code (or person) writes them; writers of one namespace already take its
     advisory lock, writers of different namespaces touch different rows.
-    (Version 5 drops the triggers on inserts, this one and the postings': the
-    store adds new rows itself, see :func:`_inserts_counted_by_writer`.)
+    (Version 5 drops the trigger on inserts, version 7 the postings' one: the
+    store adds new rows itself, see :func:`_inserts_counted_by_writer` and
+    :func:`_postings_written_by_writer`.)
     """
     conn.execute(
         f"""
@@ -433,18 +437,52 @@ def _add_postings(conn: Any, dim: int) -> None:
 
 
 def _inserts_counted_by_writer(conn: Any, dim: int) -> None:
-    """Drop the triggers on inserts: the store adds new rows to the keyword tables itself.
+    """Drop the statistics trigger on inserts: the store counts new rows itself.
 
-    ``scope_stats``, ``term_stats``, ``postings`` and ``term_bounds`` stay as
-    they are (they already match the rows); from now on
+    The figures stay as they are (they already match the rows); from now on
     :func:`~actormem.store._pg_write.copy_inserts`, the only way rows enter
-    ``memories``, adds to them in the same transaction
-    (:func:`~actormem.store._pg_write.add_insert_stats` says why).  Updates
-    and deletes keep their triggers.
+    ``memories``, adds them in the same transaction.  Updates and deletes
+    keep their triggers.  (This step shipped as version 5; a build that also
+    dropped the postings' insert trigger here met databases already at 5 with
+    the trigger in place, and posted each new row twice: that change is
+    version 7, :func:`_postings_written_by_writer`.)
     """
-    for name in ("stats", "postings"):
-        conn.execute(f"DROP TRIGGER IF EXISTS memories_{name}_insert ON memories")
-        conn.execute(f"DROP FUNCTION IF EXISTS actormem_{name}_insert()")
+    conn.execute("DROP TRIGGER IF EXISTS memories_stats_insert ON memories")
+    conn.execute("DROP FUNCTION IF EXISTS actormem_stats_insert()")
+
+
+def _postings_written_by_writer(conn: Any, dim: int) -> None:
+    """Drop the postings' insert trigger: the store posts new rows itself; unique postings.
+
+    From now on :func:`~actormem.store._pg_write.copy_inserts` adds a batch's
+    postings and raises their bounds in the inserting transaction
+    (:func:`~actormem.store._pg_write.add_insert_stats` says why).
+    ``postings_key`` becomes a ``UNIQUE`` index, so a posting written twice
+    (a trigger left beside a writer that posts) fails the write instead of
+    counting a term twice.  A database written by the build that made this
+    change inside version 5 (on a database already at 5, trigger and writer
+    both posted each new row) holds doubled postings: they are rebuilt from
+    the live rows before the index is made.  The bounds only ever rise and
+    hold as they are.
+    """
+    conn.execute("DROP TRIGGER IF EXISTS memories_postings_insert ON memories")
+    conn.execute("DROP FUNCTION IF EXISTS actormem_postings_insert()")
+    unique = (
+        f"CREATE UNIQUE INDEX postings_unique ON postings (term, {_NS}, id) INCLUDE (tf, doclen)"
+    )
+    try:
+        with conn.transaction():  # a savepoint: a doubled posting undoes only this
+            conn.execute(unique)
+    except Exception as exc:
+        if type(exc).__name__ != "UniqueViolation":
+            raise
+        log.warning("store.pg_postings_rebuilt", reason="postings written twice")
+        conn.execute("DELETE FROM postings")
+        conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+        conn.execute(unique)
+    conn.execute("DROP INDEX postings_key")
+    conn.execute("ALTER INDEX postings_unique RENAME TO postings_key")
+    conn.execute("ANALYZE postings")
 
 
 def _writers_declare_version(conn: Any, dim: int) -> None:
@@ -499,6 +537,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     3: _add_postings,
     4: _inserts_counted_by_writer,
     5: _writers_declare_version,
+    6: _postings_written_by_writer,
 }
 
 

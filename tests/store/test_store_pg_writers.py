@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import Namespace, StoreError
+from actormem.store import Namespace, SearchFilters, StoreError
 from actormem.store import _pg_schema as schema
 from actormem.store._postgres import PostgresStore
 
@@ -30,6 +30,7 @@ ROW = (
     "0, 0, 0, '{kiwi}', %s::int[], %s)"
 )
 LIVE = "deleted_at IS NULL AND superseded_by IS NULL"
+EVERYTHING = SearchFilters(min_importance=0.0)  # BM25 from the rows, not the postings
 
 
 def _open(dsn: str, **kwargs: Any) -> PostgresStore:
@@ -195,3 +196,60 @@ def test_a_connection_that_declares_nothing_or_garbage_cannot_write(pg_dsn: str)
         )
         conn.execute(ROW, ("x", [1], 1))
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+
+
+def test_a_database_with_doubled_postings_migrates_to_unique_ones(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a database at the shipped version 5 (its step dropped the statistics' insert
+    # trigger only; the postings' one is still there), written by the build that
+    # called "postings written by the writer" version 5 too: every new row is posted
+    # twice, by the trigger and by the writer
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        with monkeypatch.context() as m:
+            m.setattr(schema, "PG_SCHEMA_VERSION", 4)
+            schema.ensure_schema(conn, 16, "test")
+        conn.execute("DROP TRIGGER memories_stats_insert ON memories")
+        conn.execute("DROP FUNCTION actormem_stats_insert()")
+        conn.execute("INSERT INTO schema_version (version) VALUES (5)")
+    monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 5)
+    ns = Namespace(user_id="u")
+    old = _open(pg_dsn)
+    ids = [r.id for r in old.add_many(ns, ["kiwi pie", "kiwi tart", "plum jam"], dedup=False)]
+    old.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        doubled = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM postings GROUP BY term, user_id, agent_id, "
+            "run_id, session_id, id HAVING count(*) > 1) d"
+        ).fetchone()
+        assert doubled == (6,)
+    monkeypatch.undo()
+    store = _open(pg_dsn)
+    try:
+        store.add(ns, "kiwi after the migration")
+        store.delete(ns, ids[1])
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (
+                schema.PG_SCHEMA_VERSION,
+            )
+            want = conn.execute(
+                f"SELECT u.term, id, u.tf FROM memories, unnest(terms, tfs) AS u(term, tf) "
+                f"WHERE {LIVE} ORDER BY 1, 2"
+            ).fetchall()
+            got = conn.execute("SELECT term, id, tf FROM postings ORDER BY 1, 2").fetchall()
+            assert got == want
+            # a posting written twice now fails loudly
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute(
+                    "INSERT INTO postings SELECT term, user_id, agent_id, run_id, session_id, "
+                    "id, tf, doclen FROM postings LIMIT 1"
+                )
+        # the postings' scores equal BM25 from the rows themselves (a doubled posting
+        # would double a term's count)
+        hits = store.search("kiwi", ns, 5, mode="keyword", touch=False)
+        rows = store.search("kiwi", ns, 5, mode="keyword", touch=False, filters=EVERYTHING)
+        assert len(hits) == 2
+        assert [h.bm25 for h in hits] == pytest.approx([h.bm25 for h in rows], rel=1e-9)
+    finally:
+        store.close()
