@@ -1,44 +1,35 @@
-"""The DuckDB backend's reads: records, history, the journal's tables, analytics, export.
+"""The DuckDB backend's reads: records, history, analytics, export.
 
 A mixin of :class:`~actormem.store.DuckDBStore` (kept apart from its
-connection handling and write path in :mod:`actormem.store._duckdb`): every
-method here is one or two parameterised SQL queries on the calling thread's
-read cursor, or a small write transaction of the journal.
+connection handling and write path in :mod:`actormem.store._duckdb`, and from
+the journal's tables in :mod:`actormem.store._duckdb_journal`): every method
+here is one or two parameterised SQL queries on the calling thread's read
+cursor.
 """
 
 from __future__ import annotations
 
 import builtins
-import os
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
-from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
-from actormem.store._limits import MAX_COUNT, TIMESTAMP
+from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
-    NS_COLS,
     check_limit,
     check_namespace,
-    json_text,
-    row_to_compaction,
     row_to_history,
-    row_to_log,
     row_to_record,
     sec,
-    us,
 )
 from actormem.store._types import (
     HistoryRecord,
     InvalidMemoryError,
-    LogCompaction,
-    LogRecord,
     MemoryRecord,
     Namespace,
     NamespaceStats,
-    NewMemory,
     check_str_tuple,
 )
 
@@ -101,38 +92,8 @@ def _scope_sql(namespace: Namespace, prefix: str = "") -> tuple[str, list[Any]]:
     return " AND ".join(parts), params
 
 
-def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
-    """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
-    check_namespace(namespace)
-    return " AND ".join(f"{c} = ?" for c in NS_COLS), list(namespace.key())
-
-
-def _entry_metadata(metadata: object, name: str) -> dict[str, Any]:
-    """A journal entry's metadata as a new dict; :class:`InvalidMemoryError` naming ``name``."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        raise InvalidMemoryError(f"{name} must be a dict or None, got {type(metadata).__name__}")
-    return dict(metadata)
-
-
-def _exact_lit(namespace: Namespace) -> str:
-    """The where clause of :func:`_exact_sql` with literal values."""
-    return " AND ".join(f"{c} = {lit(v)}" for c, v in zip(NS_COLS, namespace.key(), strict=True))
-
-
-_LOG_SELECT: Final = (
-    "id, user_id, agent_id, run_id, session_id, seq, epoch_us(ts), entry_type, content, "
-    "CAST(metadata AS VARCHAR), compaction_id"
-)
-_COMPACTION_SELECT: Final = (
-    "id, user_id, agent_id, run_id, session_id, epoch_us(ts), entries, first_seq, last_seq, "
-    "summary_id, summary, summarizer, bytes_before, bytes_after"
-)
-
-
 class DuckDBQueries:
-    """Reads, journal tables and analytics of :class:`~actormem.store.DuckDBStore`."""
+    """Reads and analytics of :class:`~actormem.store.DuckDBStore`."""
 
     _clock: Callable[[], float]
 
@@ -143,21 +104,6 @@ class DuckDBQueries:
         def _check_open(self) -> None: ...
 
         def _indexed_record(self, memory_id: str) -> MemoryRecord | None: ...
-
-        def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
-
-        def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
-
-        def _run_script(self, what: str, statements: builtins.list[str]) -> None: ...
-
-        def _drain(self) -> None: ...
-
-        def _write_script(self, what: str, statements: builtins.list[str]) -> None: ...
-
-        _write_lock: threading.RLock
-        _wcur: Any
-        #: The last ``seq`` of each namespace's activity log (see :meth:`journal_write`).
-        _log_seqs: dict[tuple[str, str, str, str], int]
 
         def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
 
@@ -259,431 +205,6 @@ class DuckDBQueries:
             .fetchall()
         )
         return [row_to_history(r) for r in rows]
-
-    # -- activity log and journal state (actormem.journal) --------------------------------
-
-    def log_append(
-        self,
-        namespace: Namespace,
-        entry_type: str,
-        content: str,
-        *,
-        metadata: dict[str, Any] | None = None,
-        ts: float | None = None,
-    ) -> LogRecord:
-        """Append one entry to the activity log of the concrete ``namespace``.
-
-        Committed when it returns.
-
-        Args:
-            namespace: The agent's namespace (exact, not a scope).
-            entry_type: ``TOOL_USE``, ``THOUGHT``, ``USER_FEEDBACK``, ``ERROR``, ``SYSTEM``
-                (any non-empty name of at most 32 characters is accepted).
-            content: The text (non-empty).
-            metadata: Extra JSON fields.
-            ts: When (default: the store's clock).
-
-        Returns:
-            The stored entry with its ``seq``.
-
-        Raises:
-            InvalidMemoryError: A bad type, content or metadata.
-        """
-        where, params = _exact_sql(namespace)
-        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
-            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
-        NewMemory(content=content).validate()
-        meta = _entry_metadata(metadata, "metadata")
-        meta_json = json_text(meta)
-        when = (
-            self._clock()
-            if ts is None
-            else float(TIMESTAMP.check(ts, "ts", error=InvalidMemoryError) or 0)
-        )
-        rid = os.urandom(16).hex()
-
-        insert = (
-            "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
-            "entry_type, content, metadata) VALUES (?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)"
-        )
-        try:  # literals, not parameters: see actormem.store._duckdb_sql
-            exact = _exact_lit(namespace)
-            values = [lit(v) for v in (rid, *params)]
-            tail = [f"make_timestamp({us(when)})", lit(entry_type), lit(content), lit(meta_json)]
-        except UnsafeLiteral:
-            exact = None
-
-        def write(cur: Any) -> int:
-            if exact is None:
-                row = cur.execute(
-                    f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}", params
-                ).fetchall()[0]
-                seq = int(row[0]) + 1
-                cur.execute(insert, [rid, *params, seq, us(when), entry_type, content, meta_json])
-                return seq
-            row = cur.execute(
-                f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {exact}"
-            ).fetchall()[0]
-            seq = int(row[0]) + 1
-            cur.execute(
-                "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
-                f"entry_type, content, metadata) VALUES ({', '.join([*values, str(seq), *tail])})"
-            )
-            return seq
-
-        seq = self._write_txn("log append", write)
-        self._log_seqs.pop(namespace.key(), None)
-        return LogRecord(
-            id=rid,
-            namespace=namespace,
-            seq=seq,
-            ts=us(when) / 1_000_000,
-            entry_type=entry_type,
-            content=content,
-            metadata=meta,
-        )
-
-    def log_entries(
-        self,
-        namespace: Namespace,
-        *,
-        compacted: bool | None = False,
-        after_seq: int = 0,
-        limit: int | None = None,
-    ) -> builtins.list[LogRecord]:
-        """Entries of the activity log of ``namespace``, oldest first.
-
-        Args:
-            namespace: The agent's namespace (exact).
-            compacted: ``False``: only live (not yet compacted) entries; ``True``:
-                only compacted ones; ``None``: all.
-            after_seq: Only entries with ``seq > after_seq``.
-            limit: At most this many (the *latest* ones when set).
-        """
-        where, params = _exact_sql(namespace)
-        if compacted is not None:
-            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
-        where += " AND seq > ?"
-        params.append(int(after_seq))
-        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
-        if limit is not None:
-            check_limit(limit)
-            sql = (
-                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
-                f"ORDER BY seq DESC LIMIT {int(limit)}) ORDER BY seq"
-            )
-        return [row_to_log(r) for r in self._reader().execute(sql, params).fetchall()]
-
-    def log_compact(
-        self,
-        namespace: Namespace,
-        entry_ids: Sequence[str],
-        *,
-        summary_id: str,
-        summary: str,
-        summarizer: str = "",
-        bytes_before: int = 0,
-        bytes_after: int = 0,
-    ) -> LogCompaction:
-        """Mark live entries as summarized by ``summary_id`` and record the compaction.
-
-        One transaction: either every entry is marked and the row written, or
-        nothing changes.  Entries are never deleted.
-
-        Raises:
-            InvalidMemoryError: ``entry_ids`` is empty, or one of them is not a
-                live entry of ``namespace``.
-        """
-        where, params = _exact_sql(namespace)
-        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
-        if not ids:
-            raise InvalidMemoryError("log_compact needs at least one entry id")
-        cid = os.urandom(16).hex()
-        now = self._clock()
-
-        try:  # literals, not an Arrow table and parameters: no pandas look-ups
-            id_list = ", ".join(lit(i) for i in ids)
-            cid_lit = lit(cid)
-            ns_where = _exact_lit(namespace)
-        except UnsafeLiteral:
-            id_list = ""
-
-        def write(cur: Any) -> LogCompaction:
-            if id_list:
-                row = _one(
-                    cur,
-                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {ns_where} "
-                    f"AND compaction_id IS NULL AND id IN ({id_list})",
-                )
-                if row is None or int(row[0]) != len(ids):
-                    raise InvalidMemoryError(
-                        f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
-                        f"not live log entries of {namespace}"
-                    )
-                cur.execute(
-                    f"UPDATE activity_log SET compaction_id = {cid_lit} WHERE {ns_where} "
-                    f"AND id IN ({id_list})"
-                )
-            else:
-                tbl = pa.table({"id": pa.array(ids, type=pa.string())})
-                cur.register("_ids", tbl)
-                try:
-                    row = cur.execute(
-                        f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
-                        "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
-                        params,
-                    ).fetchone()
-                    if row is None or int(row[0]) != len(ids):
-                        raise InvalidMemoryError(
-                            f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries "
-                            f"are not live log entries of {namespace}"
-                        )
-                    cur.execute(
-                        f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
-                        "AND id IN (SELECT id FROM _ids)",
-                        [cid, *params],
-                    )
-                finally:
-                    cur.unregister("_ids")
-            rec = LogCompaction(
-                id=cid,
-                namespace=namespace,
-                ts=us(now) / 1_000_000,
-                entries=len(ids),
-                first_seq=int(row[1]),
-                last_seq=int(row[2]),
-                summary_id=summary_id,
-                summary=summary,
-                summarizer=summarizer,
-                bytes_before=int(bytes_before),
-                bytes_after=int(bytes_after),
-            )
-            cur.execute(
-                *inline(
-                    "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, "
-                    "ts, entries, first_seq, last_seq, summary_id, summary, summarizer, "
-                    "bytes_before, bytes_after) "
-                    "VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        cid,
-                        *params,
-                        us(now),
-                        rec.entries,
-                        rec.first_seq,
-                        rec.last_seq,
-                        summary_id,
-                        summary,
-                        summarizer,
-                        rec.bytes_before,
-                        rec.bytes_after,
-                    ],
-                )
-            )
-            return rec
-
-        result: LogCompaction = self._write_txn("log compaction", write)
-        return result
-
-    def log_compactions(self, namespace: Namespace) -> builtins.list[LogCompaction]:
-        """The compactions of the activity log of ``namespace``, oldest first."""
-        where, params = _exact_sql(namespace)
-        rows = (
-            self._reader()
-            .execute(
-                f"SELECT {_COMPACTION_SELECT} FROM log_compactions WHERE {where} ORDER BY ts, "
-                "first_seq",
-                params,
-            )
-            .fetchall()
-        )
-        return [row_to_compaction(r) for r in rows]
-
-    def journal_write(
-        self,
-        namespace: Namespace,
-        entries: Sequence[tuple[str, str, dict[str, Any], float]],
-        state: dict[str, str] | None = None,
-    ) -> builtins.list[LogRecord]:
-        """Append log entries and upsert journal state in one transaction.
-
-        The journal's writes of one call (a NOW update with its log entries, the
-        messages of a turn) commit together: one WAL sync instead of one per
-        entry.  Committed when it returns.
-
-        Args:
-            namespace: The agent's namespace (exact, not a scope).
-            entries: ``(entry_type, content, metadata, ts)`` in order (see
-                :meth:`log_append` for what is accepted).
-            state: Journal state to upsert (see :meth:`set_journal_state`).
-
-        Returns:
-            The stored entries, with consecutive ``seq`` numbers.
-
-        Raises:
-            InvalidMemoryError: A bad entry or state; nothing is written.
-        """
-        where, params = _exact_sql(namespace)
-        rows: builtins.list[tuple[str, str, str, dict[str, Any], str, int]] = []
-        # Every value is checked here, before the write is acknowledged in the
-        # store's log: nothing DuckDB could refuse when it applies the record
-        # later may get past this point (a timestamp past year 9999 did).
-        for i, (entry_type, content, metadata, ts) in enumerate(entries):
-            if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
-                raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
-            NewMemory(content=content).validate()
-            meta = _entry_metadata(metadata, f"entries[{i}].metadata")
-            when = TIMESTAMP.check(ts, f"entries[{i}].ts", error=InvalidMemoryError)
-            rows.append(
-                (
-                    os.urandom(16).hex(),
-                    entry_type,
-                    content,
-                    meta,
-                    json_text(meta),
-                    us(float(when or 0)),
-                )
-            )
-        values = dict(state or {})
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
-        now = us(self._clock())
-        insert = (
-            "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
-            "entry_type, content, metadata) VALUES "
-        )
-        upsert = (
-            "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
-            "value, updated_at) VALUES {} "
-            "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
-            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
-        )
-
-        def statements(first: int) -> builtins.list[str]:
-            ns = [lit(p) for p in params]
-            out = []
-            if rows:
-                out.append(
-                    insert
-                    + ", ".join(
-                        row_sql(
-                            [
-                                lit(rid),
-                                *ns,
-                                str(first + 1 + i),
-                                f"make_timestamp({ts})",
-                                lit(kind),
-                                lit(text),
-                                lit(meta_json),
-                            ]
-                        )
-                        for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows)
-                    )
-                )
-            if values:
-                out.append(
-                    upsert.format(
-                        ", ".join(
-                            f"({', '.join([*ns, lit(k), lit(v), f'make_timestamp({now})'])})"
-                            for k, v in values.items()
-                        )
-                    )
-                )
-            return out
-
-        def bound(first: int) -> Callable[[Any], None]:
-            def write(cur: Any) -> None:
-                for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows):
-                    cur.execute(
-                        insert + "(?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)",
-                        [rid, *params, first + 1 + i, ts, kind, text, meta_json],
-                    )
-                for key, value in values.items():
-                    cur.execute(
-                        upsert.format("(?, ?, ?, ?, ?, ?, make_timestamp(?))"),
-                        [*params, key, value, now],
-                    )
-
-            return write
-
-        ns_key = namespace.key()
-        with self._write_lock:
-            self._check_open()
-            # The last seq of each namespace is kept after the first read: every
-            # write of activity_log goes through this store under the writer lock.
-            first = self._log_seqs.get(ns_key)
-            if first is None:
-                sql = f"SELECT coalesce(max(seq), 0) FROM activity_log WHERE {where}"
-                self._drain()
-                row = _one(self._wcur, sql, params)
-                first = int(row[0]) if row else 0
-            try:  # literals, not parameters (see actormem.store._duckdb_sql): one call
-                script = statements(first)
-            except UnsafeLiteral:  # e.g. a NUL character: bound parameters
-                self._run_txn("journal write", bound(first))
-            else:  # acknowledged once in the store's log (see actormem.store._acklog)
-                self._write_script("journal write", script)
-            self._log_seqs[ns_key] = first + len(rows)
-        return [
-            LogRecord(
-                id=rid,
-                namespace=namespace,
-                seq=first + 1 + i,
-                ts=ts / 1_000_000,
-                entry_type=kind,
-                content=text,
-                metadata=meta,
-            )
-            for i, (rid, kind, text, meta, _, ts) in enumerate(rows)
-        ]
-
-    def journal_state(self, namespace: Namespace) -> dict[str, str]:
-        """The journal's key/value state of the concrete ``namespace``."""
-        where, params = _exact_sql(namespace)
-        rows = (
-            self._reader()
-            .execute(f"SELECT key, value FROM journal_state WHERE {where}", params)
-            .fetchall()
-        )
-        return {str(k): str(v) for k, v in rows}
-
-    def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
-        """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
-        _, params = _exact_sql(namespace)
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
-        now = us(self._clock())
-
-        upsert = (
-            "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
-            "value, updated_at) VALUES ({}) "
-            "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
-            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
-        )
-        try:  # one statement of literals, not parameters: see actormem.store._duckdb_sql
-            ns_lits = [lit(p) for p in params]
-            rows = [
-                ", ".join([*ns_lits, lit(k), lit(v), f"make_timestamp({now})"])
-                for k, v in values.items()
-            ]
-            statement: str | None = upsert.format("), (".join(rows)) if rows else None
-        except UnsafeLiteral:
-            statement = None
-
-        def write(cur: Any) -> None:
-            for key, value in values.items():
-                cur.execute(
-                    upsert.format("?, ?, ?, ?, ?, ?, make_timestamp(?)"), [*params, key, value, now]
-                )
-
-        if statement is None:
-            if values:
-                self._write_txn("journal state write", write)
-            return
-        with self._write_lock:
-            self._check_open()
-            self._write_script("journal state write", [statement])
 
     # -- analytics ------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The planner's view of a DuckDB store (:class:`~actormem.store._planning.PlanView`).
 
-Kept apart from :mod:`actormem.store._duckdb` (connection handling and the
-write path): the planner reads the in-memory index, and asks the file only
+Kept apart from :mod:`actormem.store._duckdb_write` (the write path that
+plans with it): the planner reads the in-memory index, and asks the file only
 whether ids exist.
 """
 
@@ -19,7 +19,7 @@ from actormem.store._planning import ScopeState
 from actormem.store._types import MemoryRecord, Namespace
 
 if TYPE_CHECKING:
-    from actormem.store._duckdb import DuckDBStore
+    from actormem.store._duckdb_write import DuckDBWrites
 
 __all__ = ["IndexView"]
 
@@ -30,7 +30,7 @@ Key = tuple[str, str, str, str]
 class IndexView:
     """The planner's view of a DuckDB store: its index and its write cursor."""
 
-    def __init__(self, store: DuckDBStore) -> None:
+    def __init__(self, store: DuckDBWrites) -> None:
         self._store = store
         self._index = store._index
 
