@@ -625,7 +625,7 @@ def test_every_recorded_turn_keeps_its_episode(make_rt: Callable[..., MemoryRunt
     Turns that differ by one token, and turns that are equal, are still separate events."""
     rt = make_rt(embedder=None, recorder=RecorderConfig(batch_seconds=0.05, idle_seconds=None))
     turns = [turn(f"Order number {i} shipped today.", "Okay.") for i in range(120)]
-    turns += [turn("ok", "ok")] * 10
+    turns += [turn("ok", "ok") for _ in range(10)]  # ten turns of new messages
     for t in turns:
         rt.record(t)
     rt.flush()
@@ -633,6 +633,26 @@ def test_every_recorded_turn_keeps_its_episode(make_rt: Callable[..., MemoryRunt
     assert rt.store is not None
     episodes = rt.store.list(rt.namespace, kinds=["episode"], limit=1_000)
     assert len(episodes) == len(turns)
+
+
+def test_a_turn_recorded_twice_keeps_one_episode(make_rt: Callable[..., MemoryRuntime]) -> None:
+    """The same messages recorded again (a retry, a resumed agent) are the same turn;
+    another turn with the same words is another episode."""
+    rt = make_rt(embedder=None, recorder=RecorderConfig(batch_seconds=0.05, idle_seconds=None))
+    same = turn("ok", "ok")
+    rt.record(same)
+    rt.flush()
+    rt.record(same)  # in a later batch ...
+    rt.record(same)  # ... and twice in one batch
+    other = turn("ok", "ok")
+    rt.record(other)
+    rt.flush()
+    assert rt.store is not None
+    episodes = rt.store.list(rt.namespace, kinds=["episode"], limit=100)
+    assert sorted(e.source_ids for e in episodes) == sorted(
+        tuple(m.id for m in msgs) for msgs in (same, other)
+    )
+    assert len(episodes) == 2
 
 
 _ADA = Namespace(user_id="ada")

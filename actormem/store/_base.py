@@ -299,7 +299,10 @@ class StoreBase:
             created_at: When it happened (default: now).
 
         Returns:
-            ``ADD`` with the new id, or ``MERGE`` with the survivor's id.
+            ``ADD`` with the new id, ``MERGE`` with the survivor's id, or
+            ``NOOP`` with the existing id when the same event (a kind that
+            never merges, with the same content and source ids) is stored
+            already.
 
         Raises:
             NamespaceError: Bad namespace.
@@ -336,7 +339,9 @@ class StoreBase:
         of the same namespace reaches it is merged per seed 000: the more
         relevant of the two survives and absorbs the other's access count,
         the larger importance and the union of tags and source ids; the other
-        is marked ``superseded_by`` the survivor.
+        is marked ``superseded_by`` the survivor.  An item of a kind that never
+        merges with source ids equal to a live memory's of the same kind and
+        content is that memory written again: ``NOOP``, nothing written.
 
         Args:
             namespace: Where they belong.

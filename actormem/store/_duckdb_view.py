@@ -15,7 +15,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from actormem.store._duckdb_sql import lit
 from actormem.store._planning import ScopeState
+from actormem.store._records import strs_json
 from actormem.store._types import MemoryRecord, Namespace
 
 if TYPE_CHECKING:
@@ -39,6 +41,35 @@ class IndexView:
 
     def find_hash(self, key: Key, content_hash: str) -> str | None:
         return self._index.find_hash(key, content_hash)
+
+    def find_event(
+        self, key: Key, kind: str, content_hash: str, source_ids: tuple[str, ...]
+    ) -> str | None:
+        # The index maps a hash to its newest live row: that is the event itself
+        # when a turn is recorded again.  Only when that row is another memory
+        # with the same text (a distinct turn that read alike) does the file say
+        # whether an older row is this event.
+        found_id = self._index.find_hash(key, content_hash)
+        found = self._index.record(found_id) if found_id is not None else None
+        if found is None:
+            return None
+        if found.kind == kind and found.source_ids == source_ids:
+            return found.id
+        self._store._drain()
+        where = " AND ".join(
+            f"{col} = {lit(value)}"
+            for col, value in zip(
+                ("user_id", "agent_id", "run_id", "session_id", "content_hash", "kind"),
+                (*key, content_hash, kind),
+                strict=True,
+            )
+        )
+        rows = self._store._wcur.execute(  # literals: bound parameters make DuckDB look for pandas
+            f"SELECT id FROM memories WHERE {where} AND source_ids = {lit(strs_json(source_ids))} "
+            "AND deleted_at IS NULL AND superseded_by IS NULL ORDER BY created_at, id LIMIT 1"
+        ).fetchall()
+        row = rows[0] if rows else None
+        return None if row is None else str(row[0])
 
     def id_taken(self, memory_id: str) -> bool:
         return self._index.row_of(memory_id) is not None or self._store._exists(memory_id)

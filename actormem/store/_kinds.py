@@ -20,6 +20,14 @@ Only facts merge; events never do.
     :data:`MERGE_KINDS`.  Episodes (recorded turns), summaries, offloaded
     messages, keyed facts and any kind a caller invents are events or exact
     records: two of them that look alike are still two.
+
+The same event written twice is stored once.
+    A memory of a kind that never merges, carrying source ids, whose
+    namespace, kind, content and source ids all equal a live memory's is that
+    memory written again (a turn recorded a second time by a retry or a
+    resumed agent): the write returns ``NOOP`` with the existing id
+    (:meth:`~actormem.store._planning.Planner.plan_adds`).  Without source ids
+    nothing says two such memories are one event, and both are kept.
 """
 
 from __future__ import annotations

@@ -44,10 +44,15 @@ class PgView:
         self._locked = locked
         self._hashes: dict[tuple[Key, str], str | None] = {}  # prefetched find_hash answers
         self._asked: set[str] = set()  # prefetched ids ...
+        # prefetched find_event answers: per hash, (kind, source ids) -> oldest id
+        self._events: dict[tuple[Key, str], dict[tuple[str, tuple[str, ...]], str]] = {}
         self._taken: set[str] = set()  # ... and those of them that exist
 
-    def prefetch(self, key: Key, hashes: Sequence[str], ids: Sequence[str]) -> None:
-        """Answer a batch's ``find_hash`` / ``id_taken`` questions with two queries.
+    def prefetch(
+        self, key: Key, hashes: Sequence[str], ids: Sequence[str], events: Sequence[str] = ()
+    ) -> None:
+        """Answer a batch's ``find_hash`` / ``find_event`` / ``id_taken`` questions
+        with a query each.
 
         Valid for the rest of the transaction: the namespace's lock is held,
         so no other writer adds or removes its rows meanwhile.
@@ -66,6 +71,19 @@ class PgView:
             found = {str(h): str(i) for h, i in rows}
             for h in wanted:
                 self._hashes[key, h] = found.get(h)
+        if events:
+            self.lock([key])
+            wanted = sorted(set(events))
+            rows = self._conn.execute(
+                "SELECT content_hash, kind, source_ids, id FROM memories "
+                "WHERE user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s "
+                f"AND content_hash = ANY(%s::text[]) AND {PG_LIVE} ORDER BY created_at, id",
+                (*key, array_text(wanted)),
+            ).fetchall()
+            for h in wanted:
+                self._events.setdefault((key, h), {})
+            for h, kind, sources, mid in rows:
+                self._events[key, str(h)].setdefault((str(kind), tuple(sources)), str(mid))
         if ids:
             self._taken |= self.existing_ids(ids)
             self._asked.update(ids)
@@ -104,6 +122,21 @@ class PgView:
             "ORDER BY kind = 'fact' DESC, kind IN ('preference', 'procedure') DESC, "
             "created_at, id LIMIT 1",
             (*key, content_hash),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def find_event(
+        self, key: Key, kind: str, content_hash: str, source_ids: tuple[str, ...]
+    ) -> str | None:
+        known = self._events.get((key, content_hash))
+        if known is not None:
+            return known.get((kind, source_ids))
+        self.lock([key])
+        row = self._conn.execute(
+            "SELECT id FROM memories WHERE user_id = %s AND agent_id = %s AND run_id = %s "
+            "AND session_id = %s AND content_hash = %s AND kind = %s "
+            f"AND source_ids = %s::text[] AND {PG_LIVE} ORDER BY created_at, id LIMIT 1",
+            (*key, content_hash, kind, array_text(source_ids)),
         ).fetchone()
         return None if row is None else str(row[0])
 

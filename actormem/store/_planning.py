@@ -99,6 +99,12 @@ class PlanView(Protocol):
     def find_hash(self, key: Key, content_hash: str) -> str | None:
         """Id of the live memory of exactly ``key`` with this content hash."""
 
+    def find_event(
+        self, key: Key, kind: str, content_hash: str, source_ids: tuple[str, ...]
+    ) -> str | None:
+        """Id of a live memory of exactly ``key`` with this kind, content hash
+        and source ids (the same event written again), or ``None``."""
+
     def id_taken(self, memory_id: str) -> bool:
         """Whether any row (live or not) has this id."""
 
@@ -187,6 +193,7 @@ class Planner:
         # exact duplicates: against the store, then earlier items of the batch
         fresh: builtins.list[int] = []
         seen: dict[tuple[str, str], int] = {}
+        events: dict[tuple[str, str, tuple[str, ...]], str] = {}  # this batch's events
         random_ids = os.urandom(16 * len(news)).hex()  # one call, 32 hex digits per item
         prefetch = getattr(self.view, "prefetch", None)
         if prefetch is not None:  # a server database: one query for the batch, not one per item
@@ -198,6 +205,11 @@ class Planner:
                     if dedup and merge_kind(item.kind)
                 ],
                 [item.id for item in news if item.id is not None],
+                events=[
+                    h
+                    for item, h in zip(news, hashes, strict=True)
+                    if dedup and item.source_ids and not merge_kind(item.kind)
+                ],
             )
         for i, (item, chash) in enumerate(zip(news, hashes, strict=True)):
             if item.id is not None and self.view.id_taken(item.id):
@@ -206,6 +218,14 @@ class Planner:
                 fresh.append(i)
                 continue
             merging = merge_kind(item.kind)  # episodes and other events never merge
+            if not merging and item.source_ids:  # the same event written again: once
+                event = (item.kind, chash, item.source_ids)
+                again = events.get(event)
+                if again is None:
+                    again = self.view.find_event(key, item.kind, chash, item.source_ids)
+                if again is not None:
+                    results[i] = WriteResult(id=again, op="NOOP")
+                    continue
             if merging:
                 existing = self.view.find_hash(key, chash)
                 found = self.view.record(existing) if existing is not None else None
@@ -223,6 +243,8 @@ class Planner:
             rec = self.new_record(ns, item, chash, now, item.id or random_ids[32 * i : 32 * i + 32])
             if merging:
                 seen[item.kind, chash] = len(batch.inserts)
+            elif item.source_ids:
+                events[item.kind, chash, item.source_ids] = rec.id
             batch.inserts.append((rec, vectors[i]))
             results[i] = WriteResult(id=rec.id, op="ADD")
         if not dedup:
