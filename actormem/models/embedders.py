@@ -6,7 +6,9 @@ Three implementations of :class:`actormem.models.base.Embedder`:
   that ships inside the ``wordllama`` wheel, built from the packaged
   tokenizer and weights (``WordLlama.load()`` would look in the wrong folder
   and then try the network).  The model loads lazily, once per process, and is
-  shared by every instance.
+  shared by every instance; :mod:`actormem.models._wordllama` reads it in
+  small pieces and tokenises in Python with the ``tokenizers`` library's exact
+  ids (the library's parse held the GIL for up to 305 ms).
 * :class:`OpenAIEmbedder` -- any OpenAI-compatible ``/embeddings`` endpoint
   over HTTP, with a timeout and retries on 429 / 5xx.  The API key is sent in
   the ``Authorization`` header and never logged.
@@ -27,14 +29,14 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import structlog
 
-from actormem.logs import keep_root_logging
+from actormem.models import _wordllama
+from actormem.models._wordllama import LoadedModel
 from actormem.models.base import ModelError
 
 if TYPE_CHECKING:
@@ -106,54 +108,32 @@ def check_embeddings(matrix: object, n: int, dim: int, *, source: str = "embedde
 
 
 _WL_LOCK = threading.Lock()
-_WL_MODEL: Any = None
-_WL_TOKENIZER = "tokenizers/l2_supercat_tokenizer_config.json"
-_WL_WEIGHTS = "weights/l2_supercat_256.safetensors"
+_WL_MODEL: LoadedModel | None = None
 
 
-def _load_wordllama() -> Any:
-    """Build the packaged WordLlama model once per process (thread-safe)."""
+def _load_wordllama() -> LoadedModel:
+    """Build the packaged WordLlama model once per process (thread-safe).
+
+    Read by :mod:`actormem.models._wordllama` in small pieces, so loading it in
+    a background thread does not stop the process's other threads (the
+    ``tokenizers`` library held the GIL for its whole parse).
+    """
     global _WL_MODEL
     with _WL_LOCK:
         if _WL_MODEL is not None:
             return _WL_MODEL
         started = time.perf_counter()
         try:
-            from safetensors.numpy import load_file
-            from tokenizers import Tokenizer
-
-            with keep_root_logging():  # wordllama calls logging.basicConfig(level=INFO)
-                from wordllama.inference import WordLlamaInference
-
-            root = resources.files("wordllama")
-            with resources.as_file(root / _WL_TOKENIZER) as tok_path:
-                tokenizer = Tokenizer.from_file(str(tok_path))
-            with resources.as_file(root / _WL_WEIGHTS) as weights_path:
-                weights = load_file(str(weights_path))
-            embedding = np.asarray(weights["embedding.weight"], dtype=np.float32)
-            _WL_MODEL = WordLlamaInference(embedding, tokenizer)
-        except Exception as exc:  # import errors, missing files, bad weights
+            model = _wordllama.load()
+        except Exception as exc:  # missing package or files, bad weights
             raise ModelError(f"could not load the bundled WordLlama model: {exc}") from exc
+        _WL_MODEL = model
         log.debug(
             "wordllama.loaded",
-            dim=int(embedding.shape[1]),
+            dim=int(model.embedding.shape[1]),
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
-        return _WL_MODEL
-
-
-_WL_WHOLE: dict[str, int] | None = None
-
-
-def _whole_words(model: Any) -> dict[str, int]:
-    """``word -> token id`` for the vocabulary's whole-word tokens (``"\\u2581word"``)."""
-    global _WL_WHOLE
-    whole = _WL_WHOLE
-    if whole is None:
-        vocab: dict[str, int] = model.tokenizer.get_vocab()
-        whole = {p[1:]: i for p, i in vocab.items() if p.startswith("\u2581") and len(p) > 1}
-        _WL_WHOLE = whole
-    return whole
+        return model
 
 
 class WordLlamaEmbedder:
@@ -200,8 +180,12 @@ class WordLlamaEmbedder:
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _load_wordllama()
-        raw = model.embed(items, norm=False, return_np=True, batch_size=self._batch_size)
-        out = check_embeddings(np.asarray(raw), len(items), self.dim, source=self.name)
+        try:
+            raw = model.embed(items, self._batch_size)
+        except UnicodeEncodeError as exc:
+            bad = next(i for i, t in enumerate(items) if _has_surrogate(t))
+            raise TypeError(f"text {bad} is not valid Unicode (a lone surrogate)") from exc
+        out = check_embeddings(raw, len(items), self.dim, source=self.name)
         return normalise_rows(out)
 
     def word_vectors(self, words: Sequence[str]) -> FloatMatrix:
@@ -224,8 +208,8 @@ class WordLlamaEmbedder:
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = _load_wordllama()
-        whole = _whole_words(model)
-        tokenize = model.tokenizer.model.tokenize
+        whole = model.tokenizer.whole_words()
+        tokenize = model.tokenizer.tokenize_word
         ids: list[int] = []
         starts: list[int] = []
         for word in items:
@@ -234,7 +218,7 @@ class WordLlamaEmbedder:
             if one is not None:
                 ids.append(one)
             elif word:
-                ids.extend(t.id for t in tokenize("\u2581" + word.replace(" ", "\u2581")))
+                ids.extend(tokenize("\u2581" + word.replace(" ", "\u2581")))
         table = model.embedding
         counts = np.diff(np.asarray([*starts, len(ids)], dtype=np.int64))
         out = np.zeros((len(items), self.dim), dtype=np.float32)
@@ -460,6 +444,14 @@ class OpenAIEmbedder:
         except (ValueError, TypeError) as exc:
             raise ModelError(f"non-numeric embeddings from {self._url}: {exc}") from exc
         return check_embeddings(matrix, n, self.dim, source=self.name)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

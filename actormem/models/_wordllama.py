@@ -1,0 +1,522 @@
+"""The bundled WordLlama model, loaded without holding the GIL for long.
+
+Why this module exists: ``tokenizers.Tokenizer.from_file`` parses WordLlama's
+1.8 MB tokenizer file in one call that holds the GIL for its whole run
+(60-305 ms measured, issue 16), and ``get_vocab`` holds it again for
+~20 ms; ``safetensors.numpy.load_file`` ~10 ms.  Every other thread of the
+process -- an asyncio event loop included -- stops for that long once per
+process, while the store warms up in the background.
+
+So the model is read here in pieces: the tokenizer file line by line in
+blocks (each block a millisecond or less of C work, with a short sleep between
+blocks so a waiting thread gets the GIL), the weights by reading the
+safetensors header and viewing the data (the read and the float16 -> float32
+cast release the GIL).  Text is tokenised by :class:`LlamaBPE`, a Python
+implementation of exactly what the ``tokenizers`` library does with this file
+(the added-token split, the normaliser, byte-level BPE with byte fallback and
+the same merge order, including how it revalidates queued merges), with a
+cache of word pieces.  ``tests/models/test_wordllama_tokenizer.py`` checks the
+token ids against the library on all the LoCoMo text and on Unicode and edge
+cases, and the embeddings bit for bit.
+
+Should a future ``wordllama`` wheel ship a tokenizer this implementation does
+not cover (another model type, normaliser or pre-tokeniser), :func:`load`
+falls back to the ``tokenizers`` library and logs it: correct, with the long
+hold back.
+
+The embedding arithmetic is the one WordLlama's inference uses (ids padded per
+batch with 0, clipped to the table, rows gathered, mean over the attention
+mask in float32), so vectors are bit-identical to ``WordLlamaInference.embed``
+and stored embeddings stay valid.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib.util
+import json
+import re
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+__all__ = ["LlamaBPE", "LoadedModel", "UnsupportedTokenizer", "load"]
+
+log = structlog.get_logger(__name__)
+
+TOKENIZER_FILE: Final = "tokenizers/l2_supercat_tokenizer_config.json"
+WEIGHTS_FILE: Final = "weights/l2_supercat_256.safetensors"
+WEIGHTS_KEY: Final = "embedding.weight"
+
+_SPACE: Final = "\u2581"
+#: Where a normalised text may be cut without changing the BPE result: before
+#: a "\u2581" that follows another character (checked at load: no merge joins a
+#: symbol ending in another character to one starting with "\u2581").
+_PIECE: Final = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+")
+#: Ids are < 2**15 in this vocabulary; a merge pair is keyed ``a << 15 | b``.
+_SHIFT: Final = 15
+_CACHE_MAX: Final = 200_000
+#: Lines parsed per block when reading the tokenizer file.
+_BLOCK_LINES: Final = 2_000
+
+
+class UnsupportedTokenizer(Exception):
+    """The tokenizer file is not one :class:`LlamaBPE` reproduces exactly."""
+
+
+class _Pacer:
+    """Sleep briefly every ``every`` seconds of work so waiting threads get the GIL.
+
+    A thread that wants the GIL waits up to the interpreter's switch interval
+    (5 ms) before the running thread is asked to let go; a short sleep
+    between blocks of a long background job hands it over at once.
+    """
+
+    def __init__(self, every: float = 0.001, pause: float = 0.0002) -> None:
+        self._every = every
+        self._pause = pause
+        self._last = time.perf_counter()
+
+    def __call__(self) -> None:
+        now = time.perf_counter()
+        if now - self._last >= self._every:
+            time.sleep(self._pause)
+            self._last = time.perf_counter()
+
+
+class Tokenizer(Protocol):
+    """What the embedder needs from a tokenizer."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (added tokens split out, normalised, BPE)."""
+        ...
+
+    def tokenize_word(self, sequence: str) -> list[int]:
+        """Token ids of an already normalised ``sequence`` (the BPE model alone)."""
+        ...
+
+    def whole_words(self) -> dict[str, int]:
+        """``word -> id`` for the vocabulary's whole-word tokens (``"\\u2581word"``)."""
+        ...
+
+
+# -- the tokenizer file ---------------------------------------------------------------------
+
+
+def _read_blocks(path: Path, pace: Callable[[], None]) -> Iterator[list[str]]:
+    with path.open(encoding="utf-8") as fh:
+        while True:
+            lines = fh.readlines(1 << 16)
+            if not lines:
+                return
+            yield lines
+            pace()
+
+
+def _parse_section(lines: list[str], open_: str, close: str) -> Any:
+    """Parse the body lines of a JSON object or array (one entry per line)."""
+    body = "".join(lines).rstrip().rstrip(",")
+    return json.loads(open_ + body + close)
+
+
+def _read_tokenizer_file(
+    path: Path, pace: Callable[[], None]
+) -> tuple[dict[str, Any], dict[str, int], list[str]]:
+    """``(config without vocab and merges, vocab, merges)`` read in small blocks.
+
+    The file is pretty-printed JSON with one vocabulary entry and one merge per
+    line; the two sections are parsed ``_BLOCK_LINES`` lines at a time, the rest
+    of the file (a few kilobytes) in one piece.  A file laid out otherwise is
+    parsed whole (correct, one longer hold).
+    """
+    skeleton: list[str] = []
+    vocab: dict[str, int] = {}
+    merges: list[str] = []
+    section: str | None = None
+    pending: list[str] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        if section == '"vocab": {':
+            part = _parse_section(pending, "{", "}")
+            if not isinstance(part, dict):
+                raise UnsupportedTokenizer("vocab is not an object")
+            vocab.update(part)
+        else:
+            part = _parse_section(pending, "[", "]")
+            if not isinstance(part, list):
+                raise UnsupportedTokenizer("merges is not an array")
+            merges.extend(part)
+        pending.clear()
+        pace()
+
+    for block in _read_blocks(path, pace):
+        for line in block:
+            stripped = line.strip()
+            if section is None:
+                if stripped in ('"vocab": {', '"merges": ['):
+                    section = stripped
+                else:
+                    skeleton.append(line)
+                continue
+            if stripped in ("}", "},", "]", "],"):
+                flush()
+                skeleton.append(section + stripped + "\n")  # '"vocab": {},' and the like
+                section = None
+                continue
+            pending.append(line)
+            if len(pending) >= _BLOCK_LINES:
+                flush()
+    if section is not None:
+        raise UnsupportedTokenizer("the tokenizer file ends inside a section")
+    try:
+        config = json.loads("".join(skeleton))
+    except json.JSONDecodeError:
+        # Not laid out one entry per line: parse the whole file at once.
+        whole = json.loads(path.read_text(encoding="utf-8"))
+        model = whole.get("model") or {}
+        vocab, merges = dict(model.get("vocab") or {}), list(model.get("merges") or [])
+        model.pop("vocab", None)
+        model.pop("merges", None)
+        return whole, vocab, merges
+    model = config.get("model")
+    if isinstance(model, dict) and not vocab and not merges:
+        # Laid out otherwise (e.g. on one line): the sections were parsed whole.
+        vocab = dict(model.pop("vocab", None) or {})
+        merges = list(model.pop("merges", None) or [])
+    return config, vocab, merges
+
+
+_EXPECTED_NORMALIZER: Final = {
+    "type": "Sequence",
+    "normalizers": [
+        {"type": "Prepend", "prepend": _SPACE},
+        {"type": "Replace", "pattern": {"String": " "}, "content": _SPACE},
+    ],
+}
+
+
+def _check_config(config: dict[str, Any], vocab: dict[str, int], merges: list[str]) -> None:
+    """Refuse anything :class:`LlamaBPE` does not reproduce exactly."""
+    model = config.get("model") or {}
+    expected_model = {
+        "type": "BPE",
+        "dropout": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "byte_fallback": True,
+    }
+    for key, value in expected_model.items():
+        if model.get(key) != value:
+            raise UnsupportedTokenizer(f"model.{key} is {model.get(key)!r}, expected {value!r}")
+    if model.get("ignore_merges", False):
+        raise UnsupportedTokenizer("model.ignore_merges is set")
+    if config.get("normalizer") != _EXPECTED_NORMALIZER:
+        raise UnsupportedTokenizer("the normaliser is not Prepend + Replace of the space")
+    if config.get("pre_tokenizer") is not None:
+        raise UnsupportedTokenizer("the file has a pre-tokeniser")
+    for added in config.get("added_tokens") or []:
+        flags = ("single_word", "lstrip", "rstrip", "normalized")
+        if any(added.get(f) for f in flags) or not added.get("special"):
+            raise UnsupportedTokenizer(f"added token {added.get('content')!r} has options")
+        if vocab.get(added.get("content")) != added.get("id"):
+            raise UnsupportedTokenizer(f"added token {added.get('content')!r} is not in the vocab")
+    if not vocab or max(vocab.values()) >= 1 << _SHIFT or min(vocab.values()) < 0:
+        raise UnsupportedTokenizer("vocabulary ids out of range")
+    if any(f"<0x{b:02X}>" not in vocab for b in range(256)):
+        raise UnsupportedTokenizer("a byte-fallback token is missing (unknown tokens possible)")
+    if not all(isinstance(m, str) and m.count(" ") == 1 for m in merges):
+        raise UnsupportedTokenizer("merges are not 'left right' strings")
+
+
+# -- the tokenizer --------------------------------------------------------------------------
+
+
+class LlamaBPE:
+    """Byte-fallback BPE over a SentencePiece-style vocabulary, as ``tokenizers`` runs it.
+
+    Thread-safe: the piece cache is a dict that only grows (and is cleared when
+    full); two threads computing the same piece store the same value.
+    """
+
+    def __init__(
+        self,
+        vocab: dict[str, int],
+        merges: dict[int, tuple[int, int]],
+        specials: Sequence[str],
+    ) -> None:
+        self._vocab = vocab
+        self._merges = merges
+        self._bytes = [vocab[f"<0x{b:02X}>"] for b in range(256)]
+        self._specials = {s: vocab[s] for s in specials}
+        # Leftmost-longest matching of the added tokens, as the library's trie does.
+        ordered = sorted(self._specials, key=len, reverse=True)
+        self._special_re = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._cache: dict[str, tuple[int, ...]] = {}
+        self._whole: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_file(cls, path: Path, pace: Callable[[], None] | None = None) -> LlamaBPE:
+        """Read ``path`` in small blocks (see the module docstring).
+
+        Raises:
+            UnsupportedTokenizer: The file uses options this class does not reproduce.
+        """
+        pace = pace or _Pacer()
+        config, vocab, merge_lines = _read_tokenizer_file(path, pace)
+        _check_config(config, vocab, merge_lines)
+        merges: dict[int, tuple[int, int]] = {}
+        shift = _SHIFT
+        for start in range(0, len(merge_lines), _BLOCK_LINES):
+            pairs = [line.split(" ") for line in merge_lines[start : start + _BLOCK_LINES]]
+            try:
+                keys = [(vocab[a] << shift) | vocab[b] for a, b in pairs]
+                values = [(rank, vocab[a + b]) for rank, (a, b) in enumerate(pairs, start)]
+            except KeyError as exc:
+                raise UnsupportedTokenizer(f"a merge names {exc} not in the vocab") from exc
+            if any(b[0] == _SPACE and a[-1] != _SPACE for a, b in pairs):
+                raise UnsupportedTokenizer("a merge joins across a word start")
+            merges.update(zip(keys, values, strict=True))  # a repeated pair: the last one wins
+            pace()
+        specials = [a["content"] for a in config.get("added_tokens") or []]
+        return cls(vocab, merges, specials)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` as ``Tokenizer.encode(text, add_special_tokens=False)``.
+
+        Raises:
+            UnicodeEncodeError: ``text`` holds a lone surrogate.
+        """
+        out: list[int] = []
+        if self._special_re is None or "<" not in text:
+            self._encode_segment(text, out)
+            return out
+        at = 0
+        for match in self._special_re.finditer(text):
+            self._encode_segment(text[at : match.start()], out)
+            out.append(self._specials[match.group()])
+            at = match.end()
+        self._encode_segment(text[at:], out)
+        return out
+
+    def _encode_segment(self, segment: str, out: list[int]) -> None:
+        if not segment:
+            return
+        normalised = _SPACE + segment.replace(" ", _SPACE)
+        cache = self._cache
+        for piece in _PIECE.findall(normalised):
+            ids = cache.get(piece)
+            if ids is None:
+                ids = self._piece(piece)
+            out.extend(ids)
+
+    def tokenize_word(self, sequence: str) -> list[int]:
+        """Ids of ``sequence`` through the BPE model alone (no normaliser, no added tokens)."""
+        out: list[int] = []
+        cache = self._cache
+        for piece in _PIECE.findall(sequence):
+            ids = cache.get(piece)
+            out.extend(ids if ids is not None else self._piece(piece))
+        return out
+
+    def whole_words(self) -> dict[str, int]:
+        """``word -> id`` for the whole-word tokens (built once, in blocks)."""
+        whole = self._whole
+        if whole is None:
+            with self._lock:
+                if self._whole is None:
+                    built: dict[str, int] = {}
+                    items = list(self._vocab.items())
+                    pace = _Pacer()
+                    for start in range(0, len(items), 4_000):
+                        for token, i in items[start : start + 4_000]:
+                            if token.startswith(_SPACE) and len(token) > 1:
+                                built[token[1:]] = i
+                        pace()
+                    self._whole = built
+                whole = self._whole
+        return whole
+
+    def _piece(self, piece: str) -> tuple[int, ...]:
+        vocab = self._vocab
+        symbols: list[int] = []
+        for char in piece:
+            i = vocab.get(char)
+            if i is not None:
+                symbols.append(i)
+            else:
+                byte_ids = self._bytes
+                symbols.extend(byte_ids[b] for b in char.encode("utf-8"))
+        ids = tuple(self._merge(symbols))
+        if len(self._cache) >= _CACHE_MAX:
+            self._cache.clear()
+        self._cache[piece] = ids
+        return ids
+
+    def _merge(self, c: list[int]) -> list[int]:
+        """Apply the merges lowest rank first (then leftmost), as the library does.
+
+        A queued merge is applied when the pair now at its position still
+        merges into the same token (the library's check), else skipped.
+        """
+        n = len(c)
+        if n < 2:
+            return c
+        merges = self._merges
+        shift = _SHIFT
+        prev = list(range(-1, n - 1))
+        nxt = list(range(1, n + 1))
+        nxt[-1] = -1
+        alive = [True] * n
+        queue: list[tuple[int, int, int]] = []
+        for i in range(n - 1):
+            m = merges.get((c[i] << shift) | c[i + 1])
+            if m is not None:
+                queue.append((m[0], i, m[1]))
+        heapq.heapify(queue)
+        pop, push = heapq.heappop, heapq.heappush
+        while queue:
+            _, pos, new_id = pop(queue)
+            if not alive[pos]:
+                continue
+            right = nxt[pos]
+            if right == -1:
+                continue
+            m = merges.get((c[pos] << shift) | c[right])
+            if m is None or m[1] != new_id:
+                continue
+            c[pos] = new_id
+            alive[right] = False
+            after = nxt[right]
+            nxt[pos] = after
+            if after != -1:
+                prev[after] = pos
+            before = prev[pos]
+            if before >= 0:
+                m = merges.get((c[before] << shift) | new_id)
+                if m is not None:
+                    push(queue, (m[0], before, m[1]))
+            if after != -1:
+                m = merges.get((new_id << shift) | c[after])
+                if m is not None:
+                    push(queue, (m[0], pos, m[1]))
+        return [c[i] for i in range(n) if alive[i]]
+
+
+class _LibraryTokenizer:
+    """The ``tokenizers`` library, for a tokenizer file :class:`LlamaBPE` does not cover."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        self._tok = HFTokenizer.from_file(str(path))
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        self._whole: dict[str, int] | None = None
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def tokenize_word(self, sequence: str) -> list[int]:
+        return [t.id for t in self._tok.model.tokenize(sequence)]
+
+    def whole_words(self) -> dict[str, int]:
+        if self._whole is None:
+            vocab: dict[str, int] = self._tok.get_vocab()
+            self._whole = {
+                p[1:]: i for p, i in vocab.items() if p.startswith(_SPACE) and len(p) > 1
+            }
+        return self._whole
+
+
+# -- the weights ----------------------------------------------------------------------------
+
+_DTYPES: Final = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
+
+
+def read_matrix(path: Path, key: str) -> npt.NDArray[np.float32]:
+    """Read tensor ``key`` of a safetensors file as C-contiguous float32.
+
+    The format is an 8-byte little-endian header length, a JSON header
+    (``dtype``, ``shape``, ``data_offsets`` per tensor) and the raw data; the
+    read and the cast release the GIL.
+    """
+    with path.open("rb") as fh:
+        (size,) = struct.unpack("<Q", fh.read(8))
+        if size > 100 * 1024 * 1024:
+            raise ValueError(f"{path.name}: a safetensors header of {size} bytes")
+        header = json.loads(fh.read(size))
+        data = fh.read()
+    entry = header.get(key)
+    if not isinstance(entry, dict) or entry.get("dtype") not in _DTYPES:
+        raise ValueError(f"{path.name}: no float tensor {key!r}")
+    start, end = (int(x) for x in entry["data_offsets"])
+    shape = tuple(int(s) for s in entry["shape"])
+    dtype = np.dtype(_DTYPES[entry["dtype"]])
+    count = int(np.prod(shape))
+    if end - start != dtype.itemsize * count or not 0 <= start <= end <= len(data):
+        raise ValueError(f"{path.name}: tensor {key!r} does not fit its data")
+    matrix = np.frombuffer(data, dtype=dtype, count=count, offset=start).reshape(shape)
+    return np.ascontiguousarray(matrix.astype(np.float32))
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+class LoadedModel:
+    """Token table and tokenizer; :meth:`embed` as WordLlama's inference computes it."""
+
+    def __init__(self, embedding: npt.NDArray[np.float32], tokenizer: Tokenizer) -> None:
+        self.embedding = embedding
+        self.tokenizer = tokenizer
+
+    def embed(self, texts: Sequence[str], batch_size: int) -> npt.NDArray[np.float32]:
+        """Mean of the token vectors of each text (not normalised), float32."""
+        table = self.embedding
+        out = np.empty((len(texts), table.shape[1]), dtype=np.float32)
+        encode = self.tokenizer.encode
+        for start in range(0, len(texts), batch_size):
+            rows = [encode(t) for t in texts[start : start + batch_size]]
+            width = max((len(r) for r in rows), default=0)
+            ids = np.zeros((len(rows), width), dtype=np.int32)
+            mask = np.zeros((len(rows), width), dtype=np.float32)
+            for r, row in enumerate(rows):
+                ids[r, : len(row)] = row
+                mask[r, : len(row)] = 1.0
+            np.clip(ids, 0, table.shape[0] - 1, out=ids)
+            vectors = table[ids]
+            count = np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
+            summed = np.sum(vectors * mask[..., np.newaxis], axis=1, dtype=np.float32)
+            out[start : start + len(rows)] = summed / count
+        return out
+
+
+def package_dir() -> Path:
+    """The installed ``wordllama`` package folder, found without importing it."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the wordllama package is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def load(root: Path | None = None) -> LoadedModel:
+    """Load the packaged model (tokenizer in blocks, weights by view and cast)."""
+    root = root or package_dir()
+    tok_path = root / TOKENIZER_FILE
+    tokenizer: Tokenizer
+    try:
+        tokenizer = LlamaBPE.from_file(tok_path)
+    except UnsupportedTokenizer as exc:
+        log.info("wordllama.tokenizer_fallback", reason=str(exc))
+        tokenizer = _LibraryTokenizer(tok_path)
+    embedding = read_matrix(root / WEIGHTS_FILE, WEIGHTS_KEY)
+    return LoadedModel(embedding, tokenizer)
