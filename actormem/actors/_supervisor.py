@@ -32,6 +32,7 @@ from typing import Any, Final
 import pykka
 import structlog
 
+from actormem._pace import mark_background
 from actormem.events import ActorRestarted, Event
 
 __all__ = ["ActorUnavailableError", "Request", "SupervisedActor", "Supervisor"]
@@ -81,6 +82,10 @@ class SupervisedActor(pykka.ThreadingActor):
     def restart_state(self) -> Any:  # pragma: no cover - abstract
         """The state a replacement actor starts from after a failure."""
         raise NotImplementedError
+
+    def on_start(self) -> None:
+        # The actor's own thread: long loops in it pause now and then (see _pace).
+        mark_background()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Request):

@@ -43,6 +43,7 @@ from reactivex import abc as rx_abc
 from reactivex import operators as ops
 from reactivex.subject import Subject
 
+from actormem._pace import pace
 from actormem.actors._supervisor import (
     ActorUnavailableError,
     Request,
@@ -322,6 +323,7 @@ class RecorderActor(SupervisedActor):
     # -- pipeline ---------------------------------------------------------------------
 
     def on_start(self) -> None:
+        super().on_start()
         self._pipe = self._subject.pipe(
             ops.buffer_with_time_or_count(
                 self._cfg.batch_seconds, self._cfg.batch_count, scheduler=self._scheduler
@@ -448,6 +450,7 @@ class RecorderActor(SupervisedActor):
         items: list[NewMemory] = []
         if cfg.record_episodes:
             for t in turns:
+                pace()
                 text = render_turn(t.msgs, cfg.max_episode_chars)
                 text += self._reply_note(t.msgs)
                 if text:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from actormem._pace import pace
 from actormem.compress._lexicon import (
     _CAP_WORD,
     _COMMON_CAPS,
@@ -134,6 +135,7 @@ def _sentences(msgs: Sequence[Msg], max_chars: int) -> tuple[list[_Sentence], li
             out.append(_Sentence(idx, who, s, kind, day))
 
     for i, m in enumerate(msgs):
+        pace()
         speaker = _who(m)
         if m.metadata.get("actormem") == "summary":
             _read_summary(i, speaker, _summary_body(m), add, refs)
@@ -277,6 +279,7 @@ class ExtractiveSummarizer:
         picked = _Picked(sentences, count, dates=self._dates)
         echoes = _Echoes(sentences)
         while heap and used < budget:
+            pace()
             neg, k = heapq.heappop(heap)
             now = gain(k)
             if heap and now < -heap[0][0] - 1e-12 and now < -neg - 1e-12:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from actormem._pace import pace
 from actormem.messages import ImageBlock, OffloadRefBlock, TextBlock, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
@@ -218,6 +219,7 @@ class EstimateTokenCounter:
         count = self.count
         total = 0
         for m in msgs:
+            pace()
             total += msg_overhead(m, count)
             for t in _block_texts(m):
                 total += count(t)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
+from actormem._pace import pace
 from actormem.messages import Msg, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def is_protected(
     Returns:
         Whether the message must stay verbatim.
     """
+    pace()  # called once per message of a pass
     if msg.role in config.protect_roles or (msg.name and msg.name in config.protect_names):
         return True
     if config.protect_tags and not config.protect_tags.isdisjoint(msg.tags):

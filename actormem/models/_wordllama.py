@@ -38,7 +38,6 @@ import json
 import re
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -46,6 +45,9 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 import structlog
+
+from actormem import _pace
+from actormem._pace import pace
 
 __all__ = ["LlamaBPE", "LoadedModel", "UnsupportedTokenizer", "load"]
 
@@ -69,26 +71,6 @@ _BLOCK_LINES: Final = 2_000
 
 class UnsupportedTokenizer(Exception):
     """The tokenizer file is not one :class:`LlamaBPE` reproduces exactly."""
-
-
-class _Pacer:
-    """Sleep briefly every ``every`` seconds of work so waiting threads get the GIL.
-
-    A thread that wants the GIL waits up to the interpreter's switch interval
-    (5 ms) before the running thread is asked to let go; a short sleep
-    between blocks of a long background job hands it over at once.
-    """
-
-    def __init__(self, every: float = 0.001, pause: float = 0.0002) -> None:
-        self._every = every
-        self._pause = pause
-        self._last = time.perf_counter()
-
-    def __call__(self) -> None:
-        now = time.perf_counter()
-        if now - self._last >= self._every:
-            time.sleep(self._pause)
-            self._last = time.perf_counter()
 
 
 class Tokenizer(Protocol):
@@ -265,19 +247,20 @@ class LlamaBPE:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_file(cls, path: Path, pace: Callable[[], None] | None = None) -> LlamaBPE:
+    def from_file(cls, path: Path, pace: Callable[[], None] = _pace.pace) -> LlamaBPE:
         """Read ``path`` in small blocks (see the module docstring).
 
         Raises:
             UnsupportedTokenizer: The file uses options this class does not reproduce.
         """
-        pace = pace or _Pacer()
         config, vocab, merge_lines = _read_tokenizer_file(path, pace)
         _check_config(config, vocab, merge_lines)
         merges: dict[int, tuple[int, int]] = {}
         shift = _SHIFT
         for start in range(0, len(merge_lines), _BLOCK_LINES):
-            pairs = [line.split(" ") for line in merge_lines[start : start + _BLOCK_LINES]]
+            # Tuples, not lists: the collector untracks tuples of strings, so a
+            # block alive during a collection does not bring on a full one.
+            pairs = [line.partition(" ")[::2] for line in merge_lines[start : start + _BLOCK_LINES]]
             try:
                 keys = [(vocab[a] << shift) | vocab[b] for a, b in pairs]
                 values = [(rank, vocab[a + b]) for rank, (a, b) in enumerate(pairs, start)]
@@ -335,13 +318,11 @@ class LlamaBPE:
             with self._lock:
                 if self._whole is None:
                     built: dict[str, int] = {}
-                    items = list(self._vocab.items())
-                    pace = _Pacer()
-                    for start in range(0, len(items), 4_000):
-                        for token, i in items[start : start + 4_000]:
-                            if token.startswith(_SPACE) and len(token) > 1:
-                                built[token[1:]] = i
-                        pace()
+                    for n, (token, i) in enumerate(self._vocab.items()):
+                        if token.startswith(_SPACE) and len(token) > 1:
+                            built[token[1:]] = i
+                        if n % 2_000 == 0:
+                            pace()
                     self._whole = built
                 whole = self._whole
         return whole
@@ -485,7 +466,10 @@ class LoadedModel:
         out = np.empty((len(texts), table.shape[1]), dtype=np.float32)
         encode = self.tokenizer.encode
         for start in range(0, len(texts), batch_size):
-            rows = [encode(t) for t in texts[start : start + batch_size]]
+            rows = []
+            for text in texts[start : start + batch_size]:
+                pace()
+                rows.append(encode(text))
             width = max((len(r) for r in rows), default=0)
             ids = np.zeros((len(rows), width), dtype=np.int32)
             mask = np.zeros((len(rows), width), dtype=np.float32)

@@ -58,6 +58,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from actormem._pace import pace
 from actormem.messages import Msg
 from actormem.recorder._lexicon import (
     _ABOUT_ANSWERS,
@@ -678,6 +679,7 @@ class RuleExtractor:
             for msg in turn:
                 if msg.role != "user":
                     continue
+                pace()
                 text = msg.text
                 if not text:
                     continue
@@ -696,6 +698,7 @@ class RuleExtractor:
         """The facts in one message's ``text``, about ``subject``."""
         found: list[ExtractedFact] = []
         for raw in _SENTENCE_RE.findall(text):
+            pace()
             sentence = _LEADING_FILLER.sub("", raw.strip()).strip()
             if len(sentence) < 4 or _is_question(sentence):
                 continue

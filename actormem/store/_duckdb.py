@@ -82,6 +82,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem._pace import mark_background
 from actormem._special_files import check_regular
 from actormem.models.base import Embedder
 from actormem.store._acklog import AckLog, replay
@@ -406,6 +407,7 @@ class DuckDBStore(
         anyway.  Failures are left for the real call to report.
         """
         stopping = self._stop.is_set  # set first thing by close()
+        mark_background()  # its long loops pause now and then (see actormem._pace)
         try:
             if not stopping():
                 self._embed(["warm up the query path"])

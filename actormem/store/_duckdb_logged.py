@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from actormem._pace import mark_background
 from actormem.store._acklog import MAX_RECORD as LOG_RECORD_MAX
 from actormem.store._acklog import REJECTED, AckLog, apply_one, encode
 from actormem.store._commits import CommitRecord
@@ -165,6 +166,7 @@ class DuckDBLogged:
             self._applier.join()
 
     def _apply_loop(self) -> None:
+        mark_background()
         while not self._stop.is_set():
             self._apply_wake.wait()
             self._apply_wake.clear()

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from actormem._pace import pace
 from actormem.store._types import MemoryRecord
 
 __all__ = ["STOPWORDS", "Prepared", "prepare", "tokenize"]
@@ -142,6 +143,7 @@ def prepare(records: Sequence[MemoryRecord]) -> Prepared:
     extend = flat.extend
     lengths: list[int] = []
     for rec in records:
+        pace()
         words = findall(rec.content.casefold())
         lengths.append(len(words))
         extend(map(lookup, words))
