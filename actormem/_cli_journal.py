@@ -85,7 +85,10 @@ def cmd_dream(args: argparse.Namespace, console: Console) -> int:
     config = JournalConfig(memory_dir=args.memory_dir)
     with _open_db(args.db) as store:
         journal = Journal(store, ns, config, args.memory_dir)
-        report = journal.dream(args.lookback, force=args.force)
+        try:
+            report = journal.dream(args.lookback, force=args.force)
+        finally:
+            journal.close()  # its LOG.md entry is written before the store closes
     if args.json:
         print(json.dumps(msgspec.to_builtins(report)))
         return 0

@@ -775,8 +775,10 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
             self._scheduler.dispose()
         if self._compressor_feed is not None:
             self._compressor_feed.dispose()
-        if self.journal is not None and not self.journal.sync(5.0):
-            log.warning("runtime.journal_behind", reason="closing with journal lines queued")
+        if self.journal is not None:
+            if not self.journal.sync(5.0):
+                log.warning("runtime.journal_behind", reason="closing with journal lines queued")
+            self.journal.close()  # NOW.md, LOG.md and a compaction still queued are written
         if self._compressor is not None:
             self._compressor.stop()
         self._stm.stop()

@@ -83,6 +83,7 @@ CALLS: list[tuple[str, str, str, Callable[[MemoryRuntime, Any], Any]]] = [
     ("Journal.entries", "limit", "limit?", lambda rt, v: rt.journal.entries(v)),  # type: ignore[union-attr]
     ("Journal.context", "max_tokens", "max_tokens?", lambda rt, v: rt.journal.context(v)),  # type: ignore[union-attr]
     ("Journal.sync", "timeout", "timeout", lambda rt, v: rt.journal.sync(v)),  # type: ignore[union-attr]
+    ("Journal.flush", "timeout", "timeout", lambda rt, v: rt.journal.flush(v)),  # type: ignore[union-attr]
     ("Journal.dream", "lookback_days", "lookback_days", lambda rt, v: rt.journal.dream(v)),  # type: ignore[union-attr]
     (
         "format_for_injection",

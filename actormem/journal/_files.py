@@ -1,8 +1,10 @@
 """File writes of the journal: atomic replacement for views, fsynced appends for day files.
 
-NOW.md and LOG.md are replaced atomically but not fsynced (``sync=False``):
-they are views of what DuckDB holds (a commit there is synced), so the
-agent's turn does not wait for two file syncs per write.  A killed process
+NOW.md and LOG.md are replaced atomically but not fsynced (``sync=False``,
+:func:`replace_view`), and by the journal's view writer thread, after the
+record is acknowledged (see :mod:`actormem.journal._views`): they are views
+of what the store holds, so the agent's turn waits for neither a file
+sync nor a file replace.  A killed process
 leaves the old or the new file (the rename is atomic); a power cut may
 leave a file the disk had not written yet, empty.  The journal re-renders
 LOG.md from the record every time it starts, and rewrites a missing or
@@ -23,7 +25,25 @@ from actormem._special_files import describe_mode, read_regular
 from actormem.journal._paths import JournalPathError
 from actormem.session import atomic_write
 
-__all__ = ["append_text", "file_hash", "read_text", "text_hash", "write_text"]
+__all__ = [
+    "Signature",
+    "append_text",
+    "file_hash",
+    "read_text",
+    "signature",
+    "text_hash",
+    "write_text",
+]
+
+#: What tells one version of a file from another without reading it: inode,
+#: size and modification time (ns).  A replace makes a new inode; an edit in
+#: place changes the size or the modification time.
+Signature = tuple[int, int, int]
+
+
+def signature(st: os.stat_result) -> Signature:
+    """The :data:`Signature` of a file's ``stat``."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def text_hash(text: str) -> str:
@@ -57,21 +77,34 @@ def write_text(path: Path, text: str, *, sync: bool = True) -> str:
     old or the new file (the rename is atomic), a power cut may leave either
     or an empty file.  Only for views rebuilt from the record at start.
     """
-    data = text.encode("utf-8", "surrogatepass")
     if sync:
-        atomic_write(path, data)
+        atomic_write(path, text.encode("utf-8", "surrogatepass"))
         return text_hash(text)
+    replace_view(path, text)
+    return text_hash(text)
+
+
+def replace_view(path: Path, text: str) -> Signature:
+    """Replace ``path`` with ``text`` atomically, without fsync; the new file's :data:`Signature`.
+
+    The signature is taken from the temp file before the rename (the rename
+    keeps its inode, size and modification time), so an edit made right after
+    the rename is never mistaken for this version.
+    """
+    data = text.encode("utf-8", "surrogatepass")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            sig = signature(os.fstat(f.fileno()))
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return text_hash(text)
+    return sig
 
 
 def append_text(path: Path, text: str) -> None:

@@ -12,24 +12,35 @@ One :class:`Journal` serves one namespace and owns its folder::
 Files are views.  NOW lives in the session state and the ``journal_state``
 table; LOG entries in ``activity_log`` (compactions in ``log_compactions``);
 journal lines point at memories by id; MEMORY.md items are memories tagged
-``core``.  Views are replaced atomically (temp file, rename; NOW.md and LOG.md
-without fsync, since DuckDB holds what they show and they are rewritten from it
-when missing or empty: see :mod:`actormem.journal._files`) or appended with
-one fsynced write.  The hash of every view the journal writes
-is kept, so a NOW.md or MEMORY.md changed by a person is noticed and
-imported (and then rewritten in canonical form), never silently overwritten.
+``core``.  Views are replaced atomically (temp file, rename) or appended with
+one fsynced write.  NOW.md and LOG.md are written without fsync and by the
+view writer thread, after the store acknowledged what they show (see
+:mod:`actormem.journal._views`); LOG compaction runs there too.  The hash of
+every view the journal writes is kept -- for NOW.md, of every version
+acknowledged since the one on disk, so a file written late (or not at all,
+by a killed process) is never taken for an edit -- so a NOW.md or MEMORY.md
+changed by a person is noticed and imported (and then rewritten in canonical
+form), never silently overwritten.
+
+A NOW.md the journal wrote is recognised by its inode, size and modification
+time without reading it (:data:`~actormem.journal._files.Signature`); any
+other NOW.md is read and hashed.  The one edit this could miss is an edit in
+place, of the same size, within the file system's timestamp tick of the
+journal's own write.
 
 Thread safety: every method takes the journal's lock; the runtime calls it
 from the caller's thread, the event-delivery thread (daily journal) and the
-idle timer (dreams).
+idle timer (dreams).  The journal has two threads of its own, the view
+writer and its compactor (:mod:`actormem.journal._views`); :meth:`Journal.flush`
+waits for both and :meth:`Journal.close` stops them after writing what is queued.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
+import os
+import stat
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -42,15 +53,19 @@ from actormem._settings import check_arg
 from actormem.compress import EstimateTokenCounter, ExtractiveSummarizer, Summarizer
 from actormem.events import (
     Event,
-    JournalWritten,
-    LogCompacted,
-    MemoryRecorded,
-    ModelFallback,
     NowUpdated,
 )
+from actormem.journal._compaction import compact_log, log_over, render
 from actormem.journal._config import JournalConfig
+from actormem.journal._daily import DailyJournal
 from actormem.journal._dream import DreamReport, dream_due, import_memory_md, run_dream
-from actormem.journal._files import append_text, read_text, text_hash, write_text
+from actormem.journal._files import (
+    Signature,
+    read_text,
+    replace_view,
+    signature,
+    text_hash,
+)
 from actormem.journal._format import (
     ENTRY_TYPES,
     MemoryItem,
@@ -58,23 +73,18 @@ from actormem.journal._format import (
     clip,
     parse_memory_md,
     parse_now,
-    render_journal_header,
-    render_journal_line,
-    render_log,
     render_now,
     stamp,
 )
 from actormem.journal._paths import check_inside, day_name, namespace_folder
-from actormem.messages import Msg
+from actormem.journal._views import ViewWriter
 from actormem.models.base import ChatModel
 from actormem.state import StateError, StateModule
 from actormem.store import (
     LogCompaction,
     LogRecord,
-    MemoryRecord,
     MemoryStore,
     Namespace,
-    NewMemory,
 )
 
 __all__ = [
@@ -98,13 +108,12 @@ MEMORY_FILE: Final = "MEMORY.md"
 DREAMS_FILE: Final = "DREAMS.md"
 DAYS_DIR: Final = "memory"
 _NOW_DECODER: Final = msgspec.json.Decoder(NowStatus)
-_LINE: Final = re.compile(r"^- \d\d:\d\d:\d\d · (.*)$", re.M)
-_TIME_PREFIX: Final = len("- 00:00:00 · ")
-_LOG_INSTRUCTION: Final = (
-    "Summarize this agent activity log as a short factual narrative in the third person: "
-    "what was asked, which tools ran with what outcome, errors and how they were handled, "
-    "decisions and open tasks. Keep names, numbers, dates and ids."
-)
+#: Journal state key of the hashes of every NOW.md version acknowledged since
+#: the one last written to disk (that one first), space-separated.
+_NOW_VERSIONS: Final = f"hashes:{NOW_FILE}"
+#: Versions of NOW.md that may be acknowledged ahead of the file; past this a
+#: NOW update waits for the view writer (the hash list stays short).
+_MAX_NOW_VERSIONS: Final = 32
 
 
 @runtime_checkable
@@ -149,7 +158,7 @@ class JournalStore(MemoryStore, Protocol):
     def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None: ...
 
 
-class Journal(StateModule):
+class Journal(DailyJournal, StateModule):
     """NOW, LOG, the daily journal and deep dream for one namespace.
 
     Args:
@@ -200,12 +209,22 @@ class Journal(StateModule):
         self._day_lock = threading.RLock()
         self._counter = EstimateTokenCounter()
         self._summarizer: Summarizer = self._make_summarizer(model)
+        self._views = ViewWriter(self.label)
+        self._compact_lock = threading.Lock()  # before _lock; one compaction at a time
+        # NOW.md versions: the hashes acknowledged since the one on disk (that
+        # one first), and the signatures of files the view writer wrote.
+        self._hash_lock = threading.Lock()
+        self._now_sigs: dict[Signature, str] = {}
         self._count_lock = threading.Lock()  # never held while writing: accept() runs on actors
         self._queued = 0
         self._handled = 0
         self._days: dict[str, set[str]] = {}
         state = self._store.journal_state(namespace)
         self._hashes: dict[str, str] = {k[5:]: v for k, v in state.items() if k.startswith("hash:")}
+        versions = state.get(_NOW_VERSIONS, "").split()
+        if NOW_FILE in self._hashes:
+            versions.append(self._hashes[NOW_FILE])
+        self._now_versions: list[str] = list(dict.fromkeys(versions))
         self._now = NowStatus()
         if "now" in state:
             try:
@@ -216,8 +235,9 @@ class Journal(StateModule):
         compactions = self._store.log_compactions(namespace)
         self._compaction: LogCompaction | None = compactions[-1] if compactions else None
         with self._lock:
-            self._sync_now()
-            self._write_log()  # a view: always re-rendered from the record at start
+            self._sync_now(start=True)
+            # a view: always re-rendered from the record at start (on this thread)
+            replace_view(self.path(LOG_FILE), render(self, self._live, self._compaction))
             import_memory_md(self)
 
     # -- paths ---------------------------------------------------------------------------------
@@ -354,9 +374,10 @@ class Journal(StateModule):
     ) -> None:
         old = self._now
         self._now = new
-        path = self.path(NOW_FILE)
-        # not fsynced: DuckDB holds the status; an empty NOW.md is rewritten (_sync_now)
-        digest = write_text(path, render_now(new, self.label), sync=False)
+        path = self.folder / NOW_FILE
+        text = render_now(new, self.label)
+        digest = text_hash(text)
+        versions = self._now_version(digest)
         self._hashes[NOW_FILE] = digest
         entries: list[tuple[str, str, dict[str, Any]]] = []
         if log_entry:
@@ -376,8 +397,14 @@ class Journal(StateModule):
             )
         self._append_many(
             [*extra, *entries],
-            {"now": msgspec.json.encode(new).decode(), f"hash:{NOW_FILE}": digest},
+            {
+                "now": msgspec.json.encode(new).decode(),
+                f"hash:{NOW_FILE}": digest,
+                _NOW_VERSIONS: " ".join(versions),
+            },
         )
+        # Acknowledged with its hash: only now may the file show it.
+        self._queue_now(text, digest)
         self._publish(
             NowUpdated(
                 source=JOURNAL,
@@ -389,23 +416,90 @@ class Journal(StateModule):
             )
         )
 
-    def _sync_now(self) -> None:
-        """Import NOW.md if a person changed it; rewrite it if it is missing."""
+    def _sync_now(self, *, start: bool = False) -> None:
+        """Import NOW.md if a person changed it; rewrite it if it is missing.
+
+        ``start``: the journal is opening; a NOW.md older than the record (a
+        version acknowledged before a kill, written late or not at all) is
+        brought up to date on this thread.
+        """
+        if not start:
+            try:
+                st = os.lstat(self.folder / NOW_FILE)
+            except OSError:
+                pass
+            else:
+                if stat.S_ISREG(st.st_mode):
+                    with self._hash_lock:
+                        if signature(st) in self._now_sigs:
+                            return  # the file the view writer wrote last
         path = self.path(NOW_FILE)
         text = read_text(path)
-        if text is None or not text.strip():
-            # missing, or emptied by a power cut before the unsynced write reached
-            # the disk: rewritten from the record, never taken for a hand edit
-            digest = write_text(path, render_now(self._now, self.label), sync=False)
+        if text is not None and text.strip():
+            digest = text_hash(text)
+            with self._hash_lock:
+                ours = digest in self._now_versions
+            if ours and not (start and digest != self._hashes.get(NOW_FILE)):
+                return  # ours (perhaps behind a queued write)
+            if not ours:
+                edited = parse_now(text, updated_at=self.config.clock())
+                log.info("journal.now_imported", path=str(path), objective=edited.objective[:80])
+                self._now_version(digest)  # imported: the canonical form may replace it
+                self._append("SYSTEM", f"NOW.md was edited by hand; imported: {edited.objective}")
+                self._set_now(edited, log_entry=False, imported=True)
+                return
+        # Missing, emptied by a power cut before the unsynced write reached the
+        # disk, or (at start) older than the record: rewritten from the record,
+        # never taken for a hand edit.
+        canonical = render_now(self._now, self.label)
+        digest = text_hash(canonical)
+        if digest != self._hashes.get(NOW_FILE):  # e.g. a store from before hashes were kept
+            versions = self._now_version(digest)
             self._hashes[NOW_FILE] = digest
-            self._store.set_journal_state(self.namespace, {f"hash:{NOW_FILE}": digest})
-            return
-        if text_hash(text) == self._hashes.get(NOW_FILE):
-            return
-        edited = parse_now(text, updated_at=self.config.clock())
-        log.info("journal.now_imported", path=str(path), objective=edited.objective[:80])
-        self._append("SYSTEM", f"NOW.md was edited by hand; imported: {edited.objective}")
-        self._set_now(edited, log_entry=False, imported=True)
+            self._store.set_journal_state(
+                self.namespace, {f"hash:{NOW_FILE}": digest, _NOW_VERSIONS: " ".join(versions)}
+            )
+        if start:
+            self._write_now(canonical, digest)
+        else:
+            self._queue_now(canonical, digest)
+
+    def _now_version(self, digest: str) -> list[str]:
+        """Note ``digest`` as a NOW.md version about to be acknowledged; the list to record.
+
+        Past ``_MAX_NOW_VERSIONS`` versions ahead of the file, waits for the
+        view writer first (its NOW.md job takes no journal lock).
+        """
+        for _ in range(2):
+            with self._hash_lock:
+                if len(self._now_versions) < _MAX_NOW_VERSIONS:
+                    if digest not in self._now_versions:
+                        self._now_versions.append(digest)
+                    return list(self._now_versions)
+            self._views.flush_key(NOW_FILE)
+        with self._hash_lock:  # the writer failed to catch up: keep the newest ones
+            self._now_versions = [*self._now_versions[-(_MAX_NOW_VERSIONS - 1) :], digest]
+            return list(self._now_versions)
+
+    def _queue_now(self, text: str, digest: str) -> None:
+        """Have the view writer replace NOW.md with ``text`` (acknowledged as ``digest``)."""
+        self._views.put(NOW_FILE, lambda: self._write_now(text, digest))
+
+    def _write_now(self, text: str, digest: str) -> None:
+        """Replace NOW.md with ``text`` unless a person edited it since (then it is imported)."""
+        path = self.path(NOW_FILE)
+        current = read_text(path)
+        if current is not None and current.strip():
+            with self._hash_lock:
+                edited = text_hash(current) not in self._now_versions
+            if edited:  # the next use imports it; never overwritten unread
+                log.info("journal.now_write_deferred", path=str(path), reason="edited by hand")
+                return
+        sig = replace_view(path, text)
+        with self._hash_lock:
+            if digest in self._now_versions:  # the versions before it are gone from disk
+                del self._now_versions[: self._now_versions.index(digest)]
+            self._now_sigs = {sig: digest}
 
     # -- LOG -----------------------------------------------------------------------------------
 
@@ -464,7 +558,7 @@ class Journal(StateModule):
         entries: Sequence[tuple[str, str, dict[str, Any]]],
         state: dict[str, str] | None = None,
     ) -> list[LogRecord]:
-        """Store ``entries`` (and ``state``) in one transaction, then rewrite LOG.md once."""
+        """Store ``entries`` (and ``state``) in one transaction, then queue one LOG.md rewrite."""
         limit = self.config.entry_max_chars
         now = self.config.clock()
         rows: list[tuple[str, str, dict[str, Any], float]] = []
@@ -490,10 +584,7 @@ class Journal(StateModule):
         if not recs:
             return recs
         self._live.extend(recs)
-        size = self._write_log()
-        cfg = self.config
-        if len(self._live) > cfg.log_max_entries or size > cfg.log_max_bytes:
-            self._compact(size)
+        self._queue_log()
         return recs
 
     def entries(self, limit: int | None = None) -> list[LogRecord]:
@@ -507,125 +598,45 @@ class Journal(StateModule):
         """The latest compaction of the log (its summary heads LOG.md)."""
         return self._compaction
 
-    def _render_log(self) -> str:
-        cfg = self.config
-        return render_log(
-            self._live,
-            self._compaction,
-            self.label,
-            max_entries=cfg.log_max_entries,
-            max_bytes=cfg.log_max_bytes,
-        )
+    def _queue_log(self) -> None:
+        """Have the view writer render and replace LOG.md (``_lock`` held).
 
-    def _write_log(self) -> int:
-        text = self._render_log()
-        write_text(self.path(LOG_FILE), text, sync=False)  # a view, rebuilt at start
-        return len(text.encode("utf-8", "surrogatepass"))
+        The entries are taken now, in the order of the calls, so a rewrite
+        queued later always shows a later state.  Past a threshold the writer
+        starts a compaction on its side thread.
+        """
+        live, compaction = list(self._live), self._compaction
+
+        def job() -> None:
+            text = render(self, live, compaction)
+            replace_view(self.path(LOG_FILE), text)  # a view, rebuilt at start
+            if log_over(self, len(live), len(text.encode("utf-8", "surrogatepass"))):
+                self._views.start_side(self._compact_due)
+
+        self._views.put(LOG_FILE, job)
+
+    def _compact_due(self) -> None:
+        compact_log(self, force=False)
 
     def compact(self) -> LogCompaction | None:
-        """Compact the log now (whatever its size); None when there is nothing to compact."""
-        with self._lock:
-            return self._compact(len(self._render_log().encode("utf-8", "surrogatepass")))
+        """Compact the log now (whatever its size); None when there is nothing to compact.
 
-    def _compact(self, size_before: int) -> LogCompaction | None:
-        keep = self.config.log_keep_entries
-        old = self._live[: len(self._live) - keep] if keep else list(self._live)
-        if not old:
-            return None
-        t0 = time.perf_counter()
-        msgs: list[Msg] = []
-        previous = self._compaction
-        if previous is not None:
-            msgs.append(Msg.system(previous.summary, actormem="summary"))
-        msgs += [
-            Msg.assistant(f"[{e.entry_type}] {e.content}", name=e.entry_type.lower()) for e in old
-        ]
-        summary = self._summarizer.summarize(
-            msgs, target_tokens=self.config.summary_tokens, instruction=_LOG_INSTRUCTION
-        )
-        if summary.fallback:
-            self._publish(
-                ModelFallback(
-                    source=JOURNAL,
-                    component="journal.compaction",
-                    error=summary.error,
-                    fallback=summary.summarizer,
-                )
-            )
-        body = summary.text.strip() or "\n".join(f"- {clip(e.content, 120)}" for e in old[-20:])
-        first, last = old[0], old[-1]
-        header = (
-            f"Activity log of {self.label}, entries #{first.seq}-#{last.seq} "
-            f"({stamp(first.ts)} to {stamp(last.ts)}):"
-        )
-        text = f"{header}\n{body}"
-        sources = [e.id for e in old] + ([previous.summary_id] if previous else [])
-        result = self._store.add_many(
-            self.namespace,
-            [
-                NewMemory(
-                    content=text,
-                    kind="summary",
-                    importance=0.5,
-                    tags=("log-summary",),
-                    source_ids=tuple(sources),
-                    metadata={
-                        "log_entries": len(old),
-                        "first_seq": first.seq,
-                        "last_seq": last.seq,
-                        "summarizer": summary.summarizer,
-                    },
-                )
-            ],
-            dedup=False,
-        )[0]
-        rest = self._live[len(old) :]
-        preview = LogCompaction(
-            id="",
-            namespace=self.namespace,
-            ts=self.config.clock(),
-            entries=len(old),
-            first_seq=first.seq,
-            last_seq=last.seq,
-            summary_id=result.id,
-            summary=text,
-        )
-        after = len(
-            render_log(
-                rest,
-                preview,
-                self.label,
-                max_entries=self.config.log_max_entries,
-                max_bytes=self.config.log_max_bytes,
-            ).encode("utf-8", "surrogatepass")
-        )
-        comp = self._store.log_compact(
-            self.namespace,
-            [e.id for e in old],
-            summary_id=result.id,
-            summary=text,
-            summarizer=summary.summarizer,
-            bytes_before=size_before,
-            bytes_after=after,
-        )
-        self._compaction = comp
-        self._live = rest
-        self._write_log()
-        ms = (time.perf_counter() - t0) * 1e3
-        log.info("journal.log_compacted", entries=len(old), summary_id=result.id, ms=round(ms, 1))
-        self._publish(
-            LogCompacted(
-                source=JOURNAL,
-                entries=len(old),
-                summary_id=result.id,
-                compaction_id=comp.id,
-                bytes_before=size_before,
-                bytes_after=after,
-                summarizer=summary.summarizer,
-            )
-        )
-        self._journal_records([result.id], self.config.clock())
-        return comp
+        LOG.md is rewritten by the view writer (``flush()`` waits for it).
+        """
+        return compact_log(self, force=True)
+
+    def flush(self, timeout: float | None = 60.0) -> bool:
+        """Wait until NOW.md and LOG.md show every acknowledged update and no
+        compaction runs; False on timeout."""
+        check_arg("Journal.flush", "timeout", timeout)
+        return self._views.flush(timeout)
+
+    def close(self) -> None:
+        """Write what is queued (NOW.md, LOG.md, a compaction), then stop the writer threads.
+
+        Later calls write their files on the caller's thread.
+        """
+        self._views.close()
 
     # -- the model's view ----------------------------------------------------------------------
 
@@ -674,101 +685,6 @@ class Journal(StateModule):
                 break
             lines.insert(0, line)
         return render(lines)
-
-    # -- the daily journal ---------------------------------------------------------------------
-
-    def accept(self, event: Event) -> bool:
-        """Event filter for the bus: counts what the journal will have to write."""
-        if isinstance(event, MemoryRecorded) and event.ids:
-            with self._count_lock:
-                self._queued += 1
-            return True
-        return False
-
-    def on_recorded(self, event: Event) -> None:
-        """Append the memories a ``MemoryRecorded`` event committed to today's journal."""
-        try:
-            if isinstance(event, MemoryRecorded):
-                with self._day_lock:
-                    self._journal_records(event.ids, event.ts)
-        finally:
-            with self._count_lock:
-                self._handled += 1
-
-    def sync(self, timeout: float = 10.0) -> bool:
-        """Wait until every accepted event was written; False on timeout.
-
-        Raises:
-            ValueError: ``timeout`` is not a number of seconds from 0 to a week.
-        """
-        check_arg("Journal.sync", "timeout", timeout)
-        if timeout is None:
-            raise ValueError("Journal.sync(timeout=...) must be a number of seconds, got None")
-        end = time.monotonic() + timeout
-        while True:
-            with self._count_lock:
-                if self._handled >= self._queued:
-                    return True
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.005)
-
-    def _seen(self, day: str, path: Path) -> set[str]:
-        seen = self._days.get(day)
-        if seen is None:
-            text = read_text(path) or ""
-            seen = {m.group(1) for m in _LINE.finditer(text)}
-            self._days = {day: seen}  # only the current day is kept
-        return seen
-
-    def _journal_records(self, ids: Sequence[str], ts: float) -> int:
-        if not ids:
-            return 0
-        day = stamp(ts, "%Y-%m-%d")
-        path = self.day_path(day)
-        seen = self._seen(day, path)
-        lines: list[str] = []
-        written: list[str] = []
-        for mid in dict.fromkeys(ids):
-            rec = self._store.get(self.namespace, mid, include_deleted=True)
-            if rec is None:
-                continue
-            line = render_journal_line(
-                rec, ts, limit=self.config.journal_line_chars, op=self._op_label(rec)
-            )
-            key = line[_TIME_PREFIX:]
-            if key in seen:  # the same memory in the same state was journaled today
-                continue
-            seen.add(key)
-            lines.append(line)
-            written.append(rec.id)
-        if not lines:
-            return 0
-        text = "\n".join(lines) + "\n"
-        if not path.exists():
-            text = render_journal_header(day, self.label) + text
-        append_text(path, text)
-        self._publish(
-            JournalWritten(
-                source=JOURNAL, path=str(path), lines=len(lines), day=day, ids=tuple(written)
-            )
-        )
-        return len(lines)
-
-    def _op_label(self, rec: MemoryRecord) -> str:
-        """What last happened to ``rec``: "" (added), updated, deleted, merged into ..."""
-        if rec.deleted_at is not None:
-            return "deleted"
-        if rec.superseded_by is not None:
-            return f"merged into {rec.superseded_by}"
-        history = self._store.history(self.namespace, rec.id)
-        last = history[-1].op if history else "ADD"
-        return "updated" if last == "UPDATE" else ""  # a merge keeps the survivor as it was
-
-    def read_day(self, day: str | dt.date | None = None) -> str:
-        """The journal text of ``day`` (default today); "" when there is none."""
-        with self._day_lock:
-            return read_text(self.day_path(day or self.today())) or ""
 
     # -- deep dream and MEMORY.md -------------------------------------------------------------
 

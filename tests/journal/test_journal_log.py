@@ -15,6 +15,7 @@ def test_entries_go_to_duckdb_and_log_md(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
     rec = rt.log("TOOL_USE", "search_flights(city='LIS') -> 3 offers", tool="search_flights")
     assert rt.store is not None and rt.journal is not None
+    assert rt.journal.flush()  # LOG.md is written by the view writer
     stored = rt.store.log_entries(NS)  # type: ignore[attr-defined]
     assert [e.id for e in stored] == [rec.id] and stored[0].metadata == {"tool": "search_flights"}
     text = (rt.journal.folder / "LOG.md").read_text()
@@ -34,6 +35,7 @@ def test_compaction_at_the_threshold_loses_nothing(make_runtime: MakeRuntime) ->
     ]
     assert rt.journal.last_compaction is None and len(rt.journal.entries()) == 100
     ids.append(rt.log("SYSTEM", "step 100: the 101st entry").id)  # past 100 entries
+    assert rt.journal.flush()  # the compaction runs off the caller's thread
     comp = rt.journal.last_compaction
     assert comp is not None and comp.entries == 91 and (comp.first_seq, comp.last_seq) == (1, 91)
     live = rt.journal.entries()
@@ -61,6 +63,7 @@ def test_size_threshold_and_rolling_summary(make_runtime: MakeRuntime) -> None:
     assert rt.journal is not None
     for i in range(40):
         rt.log("TOOL_USE", f"fetch(page={i}) -> " + "x" * 150)
+        assert rt.journal.flush()  # each compaction done before the next entry
     comps = rt.store.log_compactions(NS)  # type: ignore[union-attr]
     assert len(comps) >= 2
     assert (rt.journal.folder / "LOG.md").stat().st_size <= 4_000

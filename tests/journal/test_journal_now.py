@@ -23,7 +23,7 @@ def test_update_now_writes_file_and_event(make_runtime: MakeRuntime) -> None:
     rt.subscribe(seen.append, NowUpdated)
     status = rt.update_now("Plan the Lisbon trip", ["book flights", "find a hotel"])
     assert rt.now() == status and status.state == "in_flight"
-    assert rt.journal is not None
+    assert rt.journal is not None and rt.journal.flush()
     text = (rt.journal.folder / "NOW.md").read_text()
     assert "## Objective\nPlan the Lisbon trip" in text and "2. find a hotel" in text
     deadline = time.monotonic() + 60
@@ -39,7 +39,7 @@ def test_objective_change_overwrites_and_is_logged(make_runtime: MakeRuntime) ->
     rt = make_runtime()
     rt.update_now("first objective", ["a"])
     rt.update_now("second objective", ["b"])
-    assert rt.journal is not None
+    assert rt.journal is not None and rt.journal.flush()
     text = (rt.journal.folder / "NOW.md").read_text()
     assert "second objective" in text and "first objective" not in text
     assert any("objective changed from: first objective" in e.content for e in rt.journal.entries())
@@ -71,13 +71,14 @@ def test_now_survives_restart_from_duckdb_and_session(make_runtime: MakeRuntime)
 def test_hand_edited_now_is_imported_not_overwritten(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
     rt.update_now("Old objective", ["step"])
-    assert rt.journal is not None
+    assert rt.journal is not None and rt.journal.flush()
     path = rt.journal.folder / "NOW.md"
     path.write_text(
         "# NOW\n\n## Objective\nShip release 2.1\n\n## Next steps\n- run tests\n- tag\n"
     )
     now = rt.now()
     assert now.objective == "Ship release 2.1" and now.next_steps == ("run tests", "tag")
+    assert rt.journal.flush()
     text = path.read_text()
     assert "Ship release 2.1" in text and "1. run tests" in text  # canonical form, same content
     assert any("edited by hand" in e.content for e in rt.journal.entries())

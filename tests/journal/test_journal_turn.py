@@ -10,6 +10,7 @@ are repaired from the record.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from actormem.agent import ReActAgent
@@ -20,12 +21,20 @@ from .conftest import NS, MakeRuntime
 
 
 class _PandasSpy:
-    """A meta-path finder that counts look-ups of ``pandas`` and finds nothing."""
+    """A meta-path finder that counts look-ups of ``pandas`` on one thread and finds nothing.
+
+    Only the thread that made it (the agent's turn): a background thread's
+    first Arrow table (the applier's, or a drain's, past 8 pending inserts)
+    imports ``pyarrow.dataset`` once per process, which looks for pandas once.
+    """
 
     def __init__(self) -> None:
         self.count = 0
+        self.thread = threading.current_thread()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if threading.current_thread() is not self.thread:
+            return
         if name == "pandas" or name.startswith("pandas."):
             self.count += 1
 
