@@ -94,6 +94,9 @@ class DuckDBJournal:
 
         def _write_script(self, what: str, statements: builtins.list[str]) -> None: ...
 
+        def _drain_locked(self) -> None: ...
+
+        _logged: builtins.list[Any]
         _write_lock: threading.RLock
         _wcur: Any
         #: The last ``seq`` of each namespace's activity log (see :meth:`journal_write`).
@@ -225,7 +228,11 @@ class DuckDBJournal:
         """Mark live entries as summarized by ``summary_id`` and record the compaction.
 
         One transaction: either every entry is marked and the row written, or
-        nothing changes.  Entries are never deleted.
+        nothing changes.  Entries are never deleted.  Acknowledged when it
+        returns: one record of the store's log (see
+        :mod:`actormem.store._acklog`), like the journal's other writes, so the
+        writer lock is not held for a DuckDB transaction; the entries are checked
+        against DuckDB after the pending writes that name them are applied.
 
         Raises:
             InvalidMemoryError: ``entry_ids`` is empty, or one of them is not a
@@ -245,44 +252,13 @@ class DuckDBJournal:
         except UnsafeLiteral:
             id_list = ""
 
-        def write(cur: Any) -> LogCompaction:
-            if id_list:
-                row = _one(
-                    cur,
-                    f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {ns_where} "
-                    f"AND compaction_id IS NULL AND id IN ({id_list})",
+        def record(row: tuple[Any, ...] | None) -> LogCompaction:
+            if row is None or int(row[0]) != len(ids):
+                raise InvalidMemoryError(
+                    f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
+                    f"not live log entries of {namespace}"
                 )
-                if row is None or int(row[0]) != len(ids):
-                    raise InvalidMemoryError(
-                        f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries are "
-                        f"not live log entries of {namespace}"
-                    )
-                cur.execute(
-                    f"UPDATE activity_log SET compaction_id = {cid_lit} WHERE {ns_where} "
-                    f"AND id IN ({id_list})"
-                )
-            else:
-                tbl = pa.table({"id": pa.array(ids, type=pa.string())})
-                cur.register("_ids", tbl)
-                try:
-                    row = cur.execute(
-                        f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {where} "
-                        "AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
-                        params,
-                    ).fetchone()
-                    if row is None or int(row[0]) != len(ids):
-                        raise InvalidMemoryError(
-                            f"{len(ids) - int(row[0] if row else 0)} of the {len(ids)} entries "
-                            f"are not live log entries of {namespace}"
-                        )
-                    cur.execute(
-                        f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
-                        "AND id IN (SELECT id FROM _ids)",
-                        [cid, *params],
-                    )
-                finally:
-                    cur.unregister("_ids")
-            rec = LogCompaction(
+            return LogCompaction(
                 id=cid,
                 namespace=namespace,
                 ts=us(now) / 1_000_000,
@@ -295,27 +271,79 @@ class DuckDBJournal:
                 bytes_before=int(bytes_before),
                 bytes_after=int(bytes_after),
             )
-            cur.execute(
-                *inline(
-                    "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, "
-                    "ts, entries, first_seq, last_seq, summary_id, summary, summarizer, "
-                    "bytes_before, bytes_after) "
-                    "VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        cid,
-                        *params,
-                        us(now),
-                        rec.entries,
-                        rec.first_seq,
-                        rec.last_seq,
-                        summary_id,
-                        summary,
-                        summarizer,
-                        rec.bytes_before,
-                        rec.bytes_after,
-                    ],
-                )
+
+        def insert_sql(rec: LogCompaction) -> tuple[str, Sequence[Any]]:
+            return inline(
+                "INSERT INTO log_compactions (id, user_id, agent_id, run_id, session_id, "
+                "ts, entries, first_seq, last_seq, summary_id, summary, summarizer, "
+                "bytes_before, bytes_after) "
+                "VALUES (?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    cid,
+                    *params,
+                    us(now),
+                    rec.entries,
+                    rec.first_seq,
+                    rec.last_seq,
+                    summary_id,
+                    summary,
+                    summarizer,
+                    rec.bytes_before,
+                    rec.bytes_after,
+                ],
             )
+
+        if id_list:
+            check = (
+                f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE {ns_where} "
+                f"AND compaction_id IS NULL AND id IN ({id_list})"
+            )
+            # Through the store's log like the journal's other writes: no DuckDB
+            # transaction under the writer lock (a turn's journal write would wait
+            # for it).  Pending writes are applied first without that lock.
+            self._drain_locked()
+            with self._write_lock:
+                self._check_open()
+                if self._logged:
+                    pending = "\n".join(s for e in self._logged for s in e.payload())
+                    if any(i in pending for i in ids):  # one names an entry: apply it first
+                        self._drain()
+                rec = record(_one(self._wcur, check))
+                insert, left = insert_sql(rec)
+                if not left:
+                    update = (
+                        f"UPDATE activity_log SET compaction_id = {cid_lit} WHERE {ns_where} "
+                        f"AND id IN ({id_list})"
+                    )
+                    self._write_script("log compaction", [update, insert])
+                    return rec
+
+        def write(cur: Any) -> LogCompaction:
+            if id_list:
+                rec = record(_one(cur, check))
+                cur.execute(
+                    f"UPDATE activity_log SET compaction_id = {cid_lit} WHERE {ns_where} "
+                    f"AND id IN ({id_list})"
+                )
+            else:
+                tbl = pa.table({"id": pa.array(ids, type=pa.string())})
+                cur.register("_ids", tbl)
+                try:
+                    rec = record(
+                        cur.execute(
+                            f"SELECT count(*), min(seq), max(seq) FROM activity_log WHERE "
+                            f"{where} AND compaction_id IS NULL AND id IN (SELECT id FROM _ids)",
+                            params,
+                        ).fetchone()
+                    )
+                    cur.execute(
+                        f"UPDATE activity_log SET compaction_id = ? WHERE {where} "
+                        "AND id IN (SELECT id FROM _ids)",
+                        [cid, *params],
+                    )
+                finally:
+                    cur.unregister("_ids")
+            cur.execute(*insert_sql(rec))
             return rec
 
         result: LogCompaction = self._write_txn("log compaction", write)
