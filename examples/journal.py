@@ -56,6 +56,7 @@ with MemoryRuntime(
 
     for i in range(20):  # past log_max_entries the log compacts into a summary memory
         rt.log("TOOL_USE", f"check_price(hotel='Casa Azul', night={i + 1}) -> 90 EUR")
+    rt.journal.flush()  # LOG.md and its compaction are written off the caller's thread
     comp = rt.journal.last_compaction
     assert comp is not None
     print(f"\nLOG.md compacted {comp.entries} entries into memory {comp.summary_id[:8]}…;")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 
 from actormem.events import LogCompacted, ModelFallback
-from actormem.journal._format import clip, render_log, stamp
+from actormem.journal._format import clip, render_log, render_log_entry, stamp
 from actormem.messages import Msg
 from actormem.store import LogCompaction, LogRecord, NewMemory
 
@@ -39,16 +39,39 @@ _LOG_INSTRUCTION: Final = (
 )
 
 
-def render(journal: Journal, live: list[LogRecord], compaction: LogCompaction | None) -> str:
-    """The text of LOG.md for ``live`` entries after ``compaction``."""
+def render(
+    journal: Journal,
+    live: list[LogRecord],
+    compaction: LogCompaction | None,
+    lines: dict[str, str] | None = None,
+) -> str:
+    """The text of LOG.md for ``live`` entries after ``compaction``.
+
+    ``lines``: rendered entries by id, reused and refilled (only the live
+    ones are kept); the view writer's, so a rewrite renders only new entries.
+    """
     cfg = journal.config
-    return render_log(
+    fresh: dict[str, str] = {}
+
+    def cached(e: LogRecord) -> str:
+        text = lines.get(e.id) if lines is not None else None
+        if text is None:
+            text = render_log_entry(e)
+        fresh[e.id] = text
+        return text
+
+    text = render_log(
         live,
         compaction,
         journal.label,
         max_entries=cfg.log_max_entries,
         max_bytes=cfg.log_max_bytes,
+        line=cached,
     )
+    if lines is not None:
+        lines.clear()
+        lines.update(fresh)
+    return text
 
 
 def log_over(journal: Journal, entries: int, size: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
@@ -184,8 +184,12 @@ def render_log(
     *,
     max_entries: int,
     max_bytes: int,
+    line: Callable[[LogRecord], str] = render_log_entry,
 ) -> str:
-    """The text of ``LOG.md``: the latest compaction summary first, then the live entries."""
+    """The text of ``LOG.md``: the latest compaction summary first, then the live entries.
+
+    ``line`` renders one entry (the journal's view writer keeps them cached).
+    """
     lines = [
         f"# LOG — {label}",
         "",
@@ -202,7 +206,7 @@ def render_log(
             "",
         ]
     lines.append("## Entries")
-    lines += [render_log_entry(e) for e in entries]
+    lines += [line(e) for e in entries]
     return "\n".join(lines) + "\n"
 
 

@@ -210,6 +210,7 @@ class Journal(DailyJournal, StateModule):
         self._counter = EstimateTokenCounter()
         self._summarizer: Summarizer = self._make_summarizer(model)
         self._views = ViewWriter(self.label)
+        self._log_lines: dict[str, str] = {}  # LOG.md lines of the live entries, by id
         self._compact_lock = threading.Lock()  # before _lock; one compaction at a time
         # NOW.md versions: the hashes acknowledged since the one on disk (that
         # one first), and the signatures of files the view writer wrote.
@@ -607,8 +608,8 @@ class Journal(DailyJournal, StateModule):
         """
         live, compaction = list(self._live), self._compaction
 
-        def job() -> None:
-            text = render(self, live, compaction)
+        def job() -> None:  # on the view writer's thread, the only user of _log_lines
+            text = render(self, live, compaction, self._log_lines)
             replace_view(self.path(LOG_FILE), text)  # a view, rebuilt at start
             if log_over(self, len(live), len(text.encode("utf-8", "surrogatepass"))):
                 self._views.start_side(self._compact_due)
@@ -678,12 +679,20 @@ class Journal(DailyJournal, StateModule):
             note = f"Recent activity (LOG.md, last {len(lines)} of {total} entries):"
             return "\n".join([*head, note, *lines, *tail])
 
+        # The estimate adds up over lines joined by newlines (give or take a
+        # rounding), so lines are picked by their own cached counts and the
+        # block is counted once; if rounding tipped it over, lines are dropped.
+        note = count(render(["-"])) - count("\n".join(head + tail)) - count("-")
+        used = count("\n".join(head + tail)) + note
         lines: list[str] = []
         for e in reversed(live):
             line = f"- {stamp(e.ts, '%H:%M:%S')} {e.entry_type}: {clip(e.content, 200)}"
-            if count(render([line, *lines])) > budget:
+            used += count(line) + 1
+            if used > budget:
                 break
             lines.insert(0, line)
+        while lines and count(render(lines)) > budget:
+            lines.pop(0)
         return render(lines)
 
     # -- deep dream and MEMORY.md -------------------------------------------------------------

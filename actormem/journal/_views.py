@@ -9,7 +9,9 @@ returns -- so they may be written a little later:
 
 - each file has at most one queued job and the latest wins (a LOG.md
   rewrite queued behind another replaces it: only the newest text is
-  written); jobs run in order on one thread;
+  written); jobs run in order on one thread, ``DELAY`` after the first one
+  was queued, so the two updates of an agent's turn (task start, final
+  reply) usually make one write of each file;
 - a compaction runs on a second thread of its own, so neither a turn nor
   the NOW.md writes wait for it (a model summary can take seconds);
 - :meth:`ViewWriter.flush` waits for every queued job and the compaction;
@@ -38,6 +40,8 @@ log = structlog.get_logger(__name__)
 
 Job = Callable[[], None]
 
+#: Seconds the writer waits after a job is queued, so later ones replace it.
+DELAY: Final = 0.05
 #: Seconds ``close()`` waits for queued jobs and a compaction before it gives up
 #: (a model summary has its own timeout, ``JournalConfig.model_timeout``).
 CLOSE_WAIT: Final = 300.0
@@ -50,8 +54,10 @@ class ViewWriter:
         label: names the threads (``actormem-journal-views:<label>``).
     """
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, delay: float = DELAY) -> None:
         self.label = label
+        self.delay = delay
+        self._urgent = 0  # flushes waiting: the writer does not wait out the delay
         self._cond = threading.Condition()
         self._jobs: dict[str, Job] = {}
         self._running: str | None = None  # the key of the job running
@@ -107,17 +113,22 @@ class ViewWriter:
         end = None if timeout is None else time.monotonic() + timeout
         me = threading.current_thread()
         with self._cond:
-            while (
-                self._jobs
-                or self._running is not None
-                or (self._side is not None and self._side is not me)
-            ):
-                if me is self._thread:  # a job waiting for itself would never return
-                    return not self._jobs
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
+            self._urgent += 1
+            self._cond.notify_all()
+            try:
+                while (
+                    self._jobs
+                    or self._running is not None
+                    or (self._side is not None and self._side is not me)
+                ):
+                    if me is self._thread:  # a job waiting for itself would never return
+                        return not self._jobs
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._urgent -= 1
         return True
 
     def flush_key(self, key: str, timeout: float | None = None) -> bool:
@@ -126,11 +137,16 @@ class ViewWriter:
         with self._cond:
             if threading.current_thread() is self._thread:
                 return key not in self._jobs
-            while key in self._jobs or self._running == key:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
+            self._urgent += 1
+            self._cond.notify_all()
+            try:
+                while key in self._jobs or self._running == key:
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._urgent -= 1
         return True
 
     def close(self, timeout: float = CLOSE_WAIT) -> bool:
@@ -159,15 +175,25 @@ class ViewWriter:
                     self._cond.wait()
                 if not self._jobs:
                     return  # closed and nothing left
-                key = next(iter(self._jobs))
-                job = self._jobs.pop(key)
-                self._running = key
-            try:
-                self._run(key, job)
-            finally:
+                end = time.monotonic() + self.delay
+                while not self._urgent and not self._closed:
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            while True:  # everything queued by now, in order
                 with self._cond:
-                    self._running = None
-                    self._cond.notify_all()
+                    if not self._jobs:
+                        break
+                    key = next(iter(self._jobs))
+                    job = self._jobs.pop(key)
+                    self._running = key
+                try:
+                    self._run(key, job)
+                finally:
+                    with self._cond:
+                        self._running = None
+                        self._cond.notify_all()
 
     def _side_main(self, job: Job) -> None:
         try:
