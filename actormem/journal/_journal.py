@@ -158,6 +158,15 @@ class JournalStore(MemoryStore, Protocol):
     def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None: ...
 
 
+def _stat(path: Path) -> Signature | None:
+    """The :data:`Signature` of the regular file ``path`` (not followed), or None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return signature(st) if stat.S_ISREG(st.st_mode) else None
+
+
 class Journal(DailyJournal, StateModule):
     """NOW, LOG, the daily journal and deep dream for one namespace.
 
@@ -425,21 +434,20 @@ class Journal(DailyJournal, StateModule):
         brought up to date on this thread.
         """
         if not start:
-            try:
-                st = os.lstat(self.folder / NOW_FILE)
-            except OSError:
-                pass
-            else:
-                if stat.S_ISREG(st.st_mode):
-                    with self._hash_lock:
-                        if signature(st) in self._now_sigs:
-                            return  # the file the view writer wrote last
+            sig = _stat(self.folder / NOW_FILE)
+            if sig is not None:
+                with self._hash_lock:
+                    if sig in self._now_sigs:
+                        return  # a file of ours, unchanged since
         path = self.path(NOW_FILE)
+        before = _stat(path)
         text = read_text(path)
         if text is not None and text.strip():
             digest = text_hash(text)
             with self._hash_lock:
                 ours = digest in self._now_versions
+                if ours and before is not None and before == _stat(path):
+                    self._now_sigs[before] = digest  # the next check needs no read
             if ours and not (start and digest != self._hashes.get(NOW_FILE)):
                 return  # ours (perhaps behind a queued write)
             if not ours:
@@ -500,7 +508,7 @@ class Journal(DailyJournal, StateModule):
         with self._hash_lock:
             if digest in self._now_versions:  # the versions before it are gone from disk
                 del self._now_versions[: self._now_versions.index(digest)]
-            self._now_sigs = {sig: digest}
+            self._now_sigs = {sig: digest}  # older files of ours are gone
 
     # -- LOG -----------------------------------------------------------------------------------
 
