@@ -8,11 +8,18 @@ the memory's overhead.  Also counts the failed ``import pandas`` look-ups
 (``sys.meta_path`` finders asked for ``pandas``) per turn: DuckDB's Python
 client asks for pandas for each bound parameter and pandas is not a
 dependency, so each one walks ``sys.path``.
+
+With the journal a turn acknowledges two writes (the task start, the final
+reply), one ``fdatasync`` of the store's log each, so the disk's sync time
+bounds it from below: the run also measures that floor (a small append and
+``fdatasync``, 200 times, in the same folder) and reports it beside the
+set-ups.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -35,6 +42,21 @@ class _PandasSpy:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "pandas" or name.startswith("pandas."):
             self.count += 1
+
+
+def _sync_floor(folder: Path, n: int = 200) -> dict[str, float]:
+    """The disk's ``fdatasync`` of a small append, in ms (what one acknowledgement waits for)."""
+    fd = os.open(folder / "sync-floor", os.O_RDWR | os.O_CREAT, 0o600)
+    times = []
+    try:
+        for i in range(n):
+            os.pwrite(fd, b"x" * 512, i * 512)
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+    return summary(times)
 
 
 def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
@@ -71,8 +93,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.turns = 30
     res: dict[str, Any] = {"turns": args.turns}
     with tempfile.TemporaryDirectory() as d:
+        res["fdatasync"] = _sync_floor(Path(d))
         for kind in ("no store", "store + autocontext", "store + autocontext + journal"):
             res[kind] = _run(kind, args.turns, Path(d))
+        res["fdatasync after"] = _sync_floor(Path(d))
+    res["load"] = os.getloadavg()
     base = res["no store"]["ms"]["p50"]
     rows = [
         [
@@ -84,8 +109,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ]
         for kind in ("no store", "store + autocontext", "store + autocontext + journal")
     ]
+    for key in ("fdatasync", "fdatasync after"):
+        rows.append([f"disk: one {key}", res[key]["p50"], res[key]["p99"], "", ""])
     print_table(
-        f"ReActAgent.reply overhead per turn, scripted model, {args.turns} turns",
+        f"ReActAgent.reply overhead per turn, scripted model, {args.turns} turns "
+        f"(load {res['load'][0]:.1f})",
         ["set-up", "p50 ms", "p99 ms", "x no store (p50)", "pandas look-ups/turn"],
         rows,
     )
