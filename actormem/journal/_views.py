@@ -34,6 +34,8 @@ from typing import Final
 
 import structlog
 
+from actormem import _pace
+
 __all__ = ["ViewWriter"]
 
 log = structlog.get_logger(__name__)
@@ -169,6 +171,7 @@ class ViewWriter:
     # -- threads ---------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        _pace.mark_background()  # the store's and the summarizer's pace() pause here
         while True:
             with self._cond:
                 while not self._jobs and not self._closed:
@@ -190,12 +193,14 @@ class ViewWriter:
                     self._running = key
                 try:
                     self._run(key, job)
+                    _pace.pace()
                 finally:
                     with self._cond:
                         self._running = None
                         self._cond.notify_all()
 
     def _side_main(self, job: Job) -> None:
+        _pace.mark_background()
         try:
             self._run("compaction", job)
         finally:
