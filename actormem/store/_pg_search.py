@@ -73,7 +73,7 @@ import numpy.typing as npt
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql
 from actormem.store._types import Namespace, SearchFilters
 
-__all__ = ["Candidates", "collect", "filters_sql", "term_counts"]
+__all__ = ["Candidates", "collect", "filters_sql", "term_counts", "vector_top"]
 
 _EPISODE: Final = "episode"
 _NS: Final = "user_id, agent_id, run_id, session_id"
@@ -160,6 +160,8 @@ class Candidates:
         self.kw_rank: dict[str, int] = {}
         self.rows: list[tuple[Any, ...]] = []  # PG_SELECT + bm25, cosine
         self.n_docs = 0
+        #: The scope's live episodes (``None``: no row came back to say).
+        self.episodes: int | None = None
         self.df: dict[str, int] = {}
         # with neighbouring episodes as context: id -> (blended cosine, blended bm25)
         self.blended: dict[str, tuple[float, float]] = {}
@@ -214,6 +216,44 @@ def _bm25(sql: _Sql, qterms: Sequence[str], k1: float, b: float, row: str = "") 
     sql.add(")")
 
 
+def _vector_sql(
+    where: str, wparams: list[Any], qvec: F32, pool: int, ann: str | None
+) -> tuple[str, list[Any]]:
+    """The vector side's best ``pool`` rows ``(id, d)``: through the scope's HNSW index
+    when ``ann`` names its predicate, else exact (module docstring)."""
+    if ann is not None:
+        return (
+            f"SELECT id, embedding <=> %s AS d FROM memories WHERE {ann} ORDER BY d LIMIT %s",
+            [qvec, pool],
+        )
+    return (
+        "SELECT id, (embedding <=> %s) + 0 AS d FROM memories "
+        f"WHERE {where} ORDER BY d, id LIMIT %s",
+        [qvec, *wparams, pool],
+    )
+
+
+def vector_top(
+    conn: Any,
+    scope: Namespace,
+    filters: SearchFilters | None,
+    qvec: F32,
+    pool: int,
+    ann: str | None = None,
+) -> tuple[list[str], list[float]]:
+    """The vector side alone, ``(ids, distances)`` best first, as :func:`collect` runs it.
+
+    For a search that runs it on a second connection while the first one
+    prunes the keyword side; ``collect(..., vec_given=...)`` takes the result.
+    """
+    cond = filters_sql(scope, filters)
+    if cond is None:
+        return [], []
+    text, params = _vector_sql(cond[0], cond[1], qvec, pool, ann if filters is None else None)
+    rows = conn.execute(text, params).fetchall()
+    return [str(r[0]) for r in rows], [float(r[1]) for r in rows]
+
+
 def collect(
     conn: Any,
     scope: Namespace,
@@ -229,6 +269,8 @@ def collect(
     ann: str | None = None,
     context: tuple[float, float, float] | None = None,
     kw_given: tuple[list[str], list[float]] | None = None,
+    vec_given: tuple[list[str], list[float]] | None = None,
+    df_terms: Sequence[str] = (),
 ) -> Candidates:
     """Find the candidates of one search on ``conn`` in one statement (module docstring).
 
@@ -249,6 +291,11 @@ def collect(
             or ``None``.
         kw_given: The keyword side's best rows and scores, found beforehand
             (:func:`~actormem.store._pg_keyword.keyword_top`, large scopes).
+        vec_given: The vector side's best rows and distances, found beforehand
+            in the same snapshot (:func:`vector_top`, on another connection).
+        df_terms: More terms whose document frequency in the scope the
+            caller needs (the second stage's soft match): read by the same
+            statement, so from the same moment as the candidates.
     """
     out = Candidates()
     cond = filters_sql(scope, filters)
@@ -276,40 +323,36 @@ def collect(
         ctx_on,
         SMALL_SCOPE,
     )
+    # the query's terms (qc: count in the query), then the caller's others (qc 0)
+    extra = [t for t in dict.fromkeys(df_terms) if t not in qcounts]
     s.add(
         "df AS MATERIALIZED (SELECT q.i, q.term, q.qc, coalesce((SELECT sum(t.df) FROM "
         f"term_stats t WHERE t.term = q.term AND {tw}), 0)::float8 AS df "
         "FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS q(term, qc, i)), ",
         *tparams,
-        qterms,
-        [qcounts[t] for t in qterms],
+        qterms + extra,
+        [qcounts[t] for t in qterms] + [0] * len(extra),
     )
     s.add(
         "w AS MATERIALIZED (SELECT coalesce(array_agg(CASE WHEN df.df > 0 THEN "
         "ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * df.qc * %s::float8 ELSE 0 END "
-        "ORDER BY df.i), '{}') AS wt, "
+        "ORDER BY df.i) FILTER (WHERE df.qc > 0), '{}') AS wt, "
         "%s::float8 / (CASE WHEN st.tot > 0 THEN st.tot / st.n ELSE 1 END) AS c2 "
         "FROM st LEFT JOIN df ON true GROUP BY st.n, st.tot), ",
         float(k1 + 1.0),
         float(k1 * b),
     )
     # -- plain branch: each retriever's top rows by their own score --------------------
-    if vec_on:
-        if ann is not None and filters is None:
-            s.add(
-                "vc AS (SELECT id, embedding <=> %s AS d FROM memories "
-                f"WHERE {ann} ORDER BY d LIMIT %s), ",
-                qvec,
-                pool,
-            )
-        else:
-            s.add(
-                "vc AS (SELECT id, (embedding <=> %s) + 0 AS d FROM memories "
-                f"WHERE {where} ORDER BY d, id LIMIT %s), ",
-                qvec,
-                *wparams,
-                pool,
-            )
+    if vec_on and vec_given is not None:
+        s.add(
+            "vc AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS g(id, d)), ",
+            vec_given[0],
+            vec_given[1],
+        )
+    elif vec_on:
+        assert qvec is not None
+        text, params = _vector_sql(where, wparams, qvec, pool, ann if filters is None else None)
+        s.add(f"vc AS ({text}), ", *params)
     else:
         s.add("vc AS (SELECT NULL::text AS id, 0::float8 AS d WHERE false), ")
     if kw_on and kw_given is not None:
@@ -447,7 +490,7 @@ def collect(
         s.add(", 0.0::float8")
     s.add(
         ", x.vr, x.kr, x.bc, x.bk, (SELECT n FROM st), "
-        "(SELECT coalesce(array_agg(df ORDER BY i), '{}') FROM df) "
+        "(SELECT coalesce(array_agg(df ORDER BY i), '{}') FROM df), (SELECT eps FROM st) "
         "FROM memories m JOIN x USING (id) WHERE m.id = ANY((SELECT ids FROM xa)::text[]) "
         # the candidates again as live rows of the scope: a row found by keyword_top's
         # statements is returned only if it is still one here
@@ -458,7 +501,8 @@ def collect(
     if not rows:
         return out
     out.n_docs = int(rows[0][24])
-    out.df = {t: int(d) for t, d in zip(qterms, rows[0][25], strict=True)}
+    out.df = {t: int(d) for t, d in zip(qterms + extra, rows[0][25], strict=True)}
+    out.episodes = int(rows[0][26])
     n = len(PG_SELECT.split(","))
     for r in rows:
         mid = r[0]

@@ -108,10 +108,10 @@ from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scope_text
 from actormem.store._pg_conn import first_line, is_lost, redacted
-from actormem.store._pg_keyword import keyword_top
-from actormem.store._pg_queries import PG_LIVE, PgQueries, read_snapshot, scope_sql
+from actormem.store._pg_gather import Aside, Gatherer
+from actormem.store._pg_queries import PgQueries, scope_sql
 from actormem.store._pg_schema import declare_writer, ensure_schema, read_meta, write_meta
-from actormem.store._pg_search import SMALL_SCOPE, Candidates, collect
+from actormem.store._pg_search import SMALL_SCOPE
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
     copy_history,
@@ -185,7 +185,8 @@ class PostgresStore(PgQueries, StoreBase):
             embedder, near_duplicate_threshold, max_memories, search_config,
                 relevance_weights, on_embedder_mismatch, touch_flush_interval,
                 clock, progress: As for :class:`~actormem.store.DuckDBStore`.
-            pool_size: Connections this store keeps at most.
+            pool_size: Connections this store keeps at most (two stay open:
+                a large scope's search uses a second one, :mod:`actormem.store._pg_gather`).
             connect_timeout: Seconds to wait for the server.
             hnsw_min_rows: Live rows from which a scope gets a partial HNSW
                 index of its own, built in the background by the first
@@ -249,6 +250,8 @@ class PostgresStore(PgQueries, StoreBase):
         self._pool: Any = self._new_pool()
         self._ann = AnnIndexes(self._connect, self.url, hnsw_min_rows)
         self._scope_docs: dict[str, int] = {}  # live rows of the large scopes searched
+        self._aside = Aside(lambda: self._pool, pool_size)
+        self._gatherer = Gatherer(self._aside)
         self._planner_stats = PlannerStats(self._connect, self.url)
         try:
             self._read("open", self._ann.refresh)
@@ -310,7 +313,8 @@ class PostgresStore(PgQueries, StoreBase):
 
         pool = self._pool_cls(
             self.dsn,
-            min_size=1,
+            # two: a large scope's search runs its vector side on a second one (_pg_gather)
+            min_size=min(2, self._pool_size),
             max_size=self._pool_size,
             kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
             configure=configure,
@@ -478,6 +482,7 @@ class PostgresStore(PgQueries, StoreBase):
         self._closed = True
         self._ann.close()
         self._planner_stats.close()
+        self._aside.close()
         if self._pid == os.getpid():
             self._pool.close()
         log.info("store.closed", where=self.url)
@@ -714,31 +719,25 @@ class PostgresStore(PgQueries, StoreBase):
         # a scope this process saw large: its keyword side is pruned beforehand
         large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
 
-        def run(conn: Any) -> Candidates:
-            if not large:  # one statement: one snapshot already
-                return candidates(conn, None)
-            # keyword_top's statements and collect's read one snapshot (module doc)
-            with read_snapshot(conn):
-                return candidates(conn, keyword_top(conn, scope, terms, pool, k1, b)[:2])
-
-        def candidates(conn: Any, given: tuple[list[str], list[float]] | None) -> Candidates:
-            return collect(
+        cands = self._read(
+            "search",
+            lambda conn: self._gatherer.gather(
                 conn,
                 scope,
                 filters,
                 terms,
                 qvec,
                 pool,
-                use_vec,
-                use_kw,
-                k1,
-                b,
+                use_vec=use_vec,
+                use_kw=use_kw,
+                k1=k1,
+                b=b,
                 ann=ann,
                 context=context,
-                kw_given=given,
-            )
-
-        cands = self._read("search", run)
+                large=large,
+                df_terms=rerank.idf_terms if rerank is not None else (),
+            ),
+        )
         if cands.rows and cands.n_docs > SMALL_SCOPE:  # only large scopes are remembered
             self._scope_docs[key] = cands.n_docs
         elif cands.rows:
@@ -787,12 +786,9 @@ class PostgresStore(PgQueries, StoreBase):
             shown_cos, shown_kw = cosine, bm25
             cosine = np.array([cands.blended[i][0] for i in ids], dtype=np.float64)
             bm25 = np.array([cands.blended[i][1] for i in ids], dtype=np.float64)
-        df = dict(cands.df)
-
-        def doc_freq(term: str) -> int:
-            if term not in df:
-                df[term] = self._doc_freq(scope, term)
-            return df[term]
+        # the second stage's document frequencies were read by the search's own statement
+        # (df_terms above): the same moment as the candidates
+        doc_freq = cands.df.__getitem__
 
         scored = rank_candidates(
             rows=np.arange(n, dtype=np.int64),
@@ -818,16 +814,6 @@ class PostgresStore(PgQueries, StoreBase):
             shown_bm25=shown_kw,
         )
         return [(s, record(s.row)) for s in scored]
-
-    def _doc_freq(self, scope: Namespace, term: str) -> int:
-        where, params = scope_sql(scope)
-        rows = self._rows(
-            "search",
-            f"SELECT count(*) FROM memories WHERE {where} AND {PG_LIVE} "
-            "AND terms @> ARRAY[%s]::text[]",
-            [*params, term],
-        )
-        return int(rows[0][0])
 
     # -- misc -----------------------------------------------------------------------------
 

@@ -369,6 +369,11 @@ class QueryRerank:
         self._soft = soft
 
     @property
+    def idf_terms(self) -> list[str]:
+        """The terms whose document frequency :meth:`signals` asks for (soft match only)."""
+        return list(self._terms) if self._soft else []
+
+    @property
     def term_count(self) -> int:
         """How many distinct query terms the soft match weighs (at most ``MAX_QUERY_TERMS``)."""
         return len(self._terms)

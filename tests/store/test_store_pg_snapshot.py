@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import Namespace, _pg_keyword, _postgres
+from actormem.store import Namespace, _pg_gather, _pg_keyword, _postgres
 from actormem.store._index import tokenize
 from actormem.store._pg_search import collect
 from actormem.store._postgres import PostgresStore
@@ -60,14 +60,14 @@ def test_a_delete_between_a_large_scope_searchs_statements_returns_no_deleted_re
         b.delete(ns, out[0][0])  # worker b deletes the best row meanwhile (commits)
         return out
 
-    monkeypatch.setattr(_postgres, "keyword_top", racing)
+    monkeypatch.setattr(_pg_gather, "keyword_top", racing)
     hits = a.search("zebra", ns, 20, mode="keyword", touch=False)
     assert gone, "the pruned path ran"
     # the answer of one moment: the one before the delete (all 20 live rows), every
     # record as it was then -- never a row marked deleted
     assert {h.memory.id for h in hits} == ids
     assert all(h.memory.deleted_at is None for h in hits)
-    monkeypatch.setattr(_postgres, "keyword_top", real)
+    monkeypatch.setattr(_pg_gather, "keyword_top", real)
     after = a.search("zebra", ns, 20, mode="keyword", touch=False)
     assert {h.memory.id for h in after} == ids - {gone[0]}
 
