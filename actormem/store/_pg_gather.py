@@ -68,6 +68,9 @@ T = TypeVar("T")
 #: before (another thread may take it first); with none idle it does not wait at all.
 WAIT_ASIDE: Final = 0.01
 
+#: Scopes remembered as holding no episodes at most (then forgotten at once).
+_REMEMBERED: Final = 10_000
+
 #: What ``pg_export_snapshot()`` returns (checked before it is written into SQL).
 _SNAPSHOT: Final = re.compile(r"^[0-9A-F]+-[0-9A-F]+(-[0-9]+)?$")
 
@@ -218,6 +221,8 @@ class Gatherer:
                 if out.episodes:
                     self._no_episodes.discard(key)
                 else:
+                    if len(self._no_episodes) >= _REMEMBERED:  # bounded: forget, search again
+                        self._no_episodes.clear()
                     self._no_episodes.add(key)
             return out
 

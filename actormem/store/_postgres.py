@@ -19,7 +19,9 @@ Read snapshot
     A search is one statement, except in a large scope whose keyword side is
     pruned first (:mod:`actormem.store._pg_keyword`: statistics, one or a few
     pruning statements, then the search's statement).  Those run in one
-    ``REPEATABLE READ, READ ONLY`` transaction on one connection, so all of
+    ``REPEATABLE READ, READ ONLY`` transaction on one connection, and the
+    vector side, run meanwhile on a second connection, imports that
+    transaction's snapshot (:mod:`actormem.store._pg_gather`), so all of
     them see the database at one moment: a row another worker deletes
     meanwhile is not returned, and a pruning threshold or a term's bound
     never comes from a different moment than the rows it prunes.  The final
