@@ -71,7 +71,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
@@ -100,6 +100,7 @@ from actormem.store._index import APPROX_MIN_ROWS
 from actormem.store._index_file import (
     INDEX_SNAPSHOT_MIN_ROWS,
 )
+from actormem.store._index_since import SinceLog
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._protocol import ProgressCallback
 from actormem.store._ranking import Scored
@@ -310,6 +311,10 @@ class DuckDBStore(
         self._cursors_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._log_seqs: dict[tuple[str, str, str, str], int] = {}
+        #: The ids the transaction in progress writes (None: not declared, see
+        #: :meth:`_committing`) and the index's since-file (see _index_since).
+        self._txn_ids: set[str] | None = None
+        self._since: SinceLog | None = None
         self._group = GroupCommit(
             self._write_lock, self._commit, lambda: self._clock(), self._check_open
         )
@@ -465,23 +470,38 @@ class DuckDBStore(
             self._commits.write(self._store_id, self._seq)
         self._keep_private()
 
+    def _committing(self) -> None:
+        """Note the ids the transaction declared for the next commit number, before it commits.
+
+        A transaction that declared nothing (``_txn_ids`` None) ends the
+        since-file: the index snapshot cannot be caught up past it.
+        """
+        ids, self._txn_ids = self._txn_ids, None
+        self._note_commit(self._seq + 1, ids)
+
     def _commit_txn(self, cur: Any) -> None:
         """Commit, counting the commit in the file and then in the commit record."""
         cur.execute(self._seq_sql())
+        self._committing()
         cur.execute("COMMIT")
         self._committed()
 
-    def _run_script(self, what: str, statements: builtins.list[str]) -> None:
+    def _run_script(
+        self, what: str, statements: builtins.list[str], ids: Iterable[str] | None = None
+    ) -> None:
         """Run ``statements`` and the commit count as one transaction in one call.
 
         One ``execute`` of ``BEGIN; ...; COMMIT`` instead of one per statement:
         each call into DuckDB's client costs its own round of parsing, binding
         and Python overhead.  A failing statement leaves the transaction open
         and aborted; it is rolled back.  The caller holds the writer lock.
+        ``ids``: the memories the statements write (None: unknown).
         """
         self._drain()
         cur = self._wcur
         script = ";\n".join(["BEGIN TRANSACTION", *statements, self._seq_sql(), "COMMIT"])
+        self._txn_ids = None if ids is None else set(ids)
+        self._committing()
         try:
             cur.execute(script)
         except BaseException as exc:
@@ -529,6 +549,8 @@ class DuckDBStore(
             if self._acur is not None:
                 with suppress(duckdb.Error):
                     self._acur.close()
+            if self._since is not None:
+                self._since.close()
             with self._cursors_lock:
                 for _, cur in self._cursors:
                     with suppress(duckdb.Error):
@@ -661,25 +683,33 @@ class DuckDBStore(
             records = self._index.records(rows)
         return list(zip(scored, records, strict=True))
 
-    def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any:
+    def _write_txn(
+        self, what: str, fn: Callable[[Any], Any], ids: Iterable[str] | None = None
+    ) -> Any:
         """Run ``fn(cursor)`` in one write transaction under the writer lock."""
         with self._write_lock:
             self._check_open()
-            return self._run_txn(what, fn)
+            return self._run_txn(what, fn, ids)
 
-    def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any:
+    def _run_txn(
+        self, what: str, fn: Callable[[Any], Any], ids: Iterable[str] | None = None
+    ) -> Any:
         """Run ``fn(cursor)`` in one transaction on the write cursor; roll back on error.
 
         The caller holds the writer lock (possibly on another thread: batched
         writes commit on the writer pool while the caller's thread holds it).
+        ``ids``: the memories ``fn`` writes, besides those it declares itself
+        (:meth:`_declare`); None: unknown (ends the since-file).
         """
         self._drain()
         cur = self._wcur
         try:
             cur.execute("BEGIN TRANSACTION")
+            self._txn_ids = None if ids is None else set(ids)
             out = fn(cur)
             self._commit_txn(cur)
         except BaseException as exc:
+            self._txn_ids = None
             with suppress(duckdb.Error):
                 cur.execute("ROLLBACK")
             if isinstance(exc, duckdb.Error):

@@ -15,7 +15,7 @@ import builtins
 import os
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -96,11 +96,17 @@ class DuckDBJournal:
 
         def _check_open(self) -> None: ...
 
-        def _write_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+        def _write_txn(
+            self, what: str, fn: Callable[[Any], Any], ids: Iterable[str] | None = None
+        ) -> Any: ...
 
-        def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+        def _run_txn(
+            self, what: str, fn: Callable[[Any], Any], ids: Iterable[str] | None = None
+        ) -> Any: ...
 
-        def _run_script(self, what: str, statements: builtins.list[str]) -> None: ...
+        def _run_script(
+            self, what: str, statements: builtins.list[str], ids: Iterable[str] | None = None
+        ) -> None: ...
 
         def _drain(self) -> None: ...
 
@@ -183,7 +189,7 @@ class DuckDBJournal:
             )
             return seq
 
-        seq = self._write_txn("log append", write)
+        seq = self._write_txn("log append", write, ())
         self._log_seqs.pop(namespace.key(), None)
         return LogRecord(
             id=rid,
@@ -358,7 +364,7 @@ class DuckDBJournal:
             cur.execute(*insert_sql(rec))
             return rec
 
-        result: LogCompaction = self._write_txn("log compaction", write)
+        result: LogCompaction = self._write_txn("log compaction", write, ())
         return result
 
     def log_compactions(self, namespace: Namespace) -> builtins.list[LogCompaction]:
@@ -497,7 +503,7 @@ class DuckDBJournal:
             try:  # literals, not parameters (see actormem.store._duckdb_sql): one call
                 script = statements(first)
             except UnsafeLiteral:  # e.g. a NUL character: bound parameters
-                self._run_txn("journal write", bound(first))
+                self._run_txn("journal write", bound(first), ())
             else:  # acknowledged once in the store's log (see actormem.store._acklog)
                 self._write_script("journal write", script)
             self._log_seqs[ns_key] = first + len(rows)
@@ -556,7 +562,7 @@ class DuckDBJournal:
 
         if statement is None:
             if values:
-                self._write_txn("journal state write", write)
+                self._write_txn("journal state write", write, ())
             return
         with self._write_lock:
             self._check_open()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -80,6 +81,8 @@ class Logged:
     updates: list[str] = field(default_factory=list)
     history_rows: list[str] = field(default_factory=list)
     statements: list[str] = field(default_factory=list)
+    #: The memories it writes (for the index's since-file; none for journal statements).
+    ids: list[str] = field(default_factory=list)
 
     def payload(self) -> list[str]:
         """The record's statements in the order the direct path runs them."""
@@ -121,13 +124,17 @@ class DuckDBLogged:
         _index: MemoryIndex
         _con: Any
 
-        def _run_script(self, what: str, statements: list[str]) -> None: ...
+        def _run_script(
+            self, what: str, statements: list[str], ids: Iterable[str] | None = None
+        ) -> None: ...
 
         def _take_pending(self) -> dict[str, tuple[int, float]]: ...
 
         def _restore_pending(self, pending: dict[str, tuple[int, float]]) -> None: ...
 
         def _rebuild_index(self, progress: Any = None) -> None: ...
+
+        def _note_commit(self, seq: int, ids: Iterable[str] | None) -> None: ...
 
         @staticmethod
         def _touches_literal(pending: dict[str, tuple[int, float]]) -> str | None: ...
@@ -225,6 +232,7 @@ class DuckDBLogged:
                 ),
                 updates=[update_sql(self._dim, c) for c in batch.changes.values()],
                 history_rows=history_values(batch.history, now) if batch.history else [],
+                ids=[*ids, *batch.changes, *batch.removed],
             )
         except UnsafeLiteral:
             return None
@@ -242,6 +250,7 @@ class DuckDBLogged:
                 f"a text of this write cannot be stored (not valid Unicode: {exc}); "
                 "nothing was written"
             ) from exc
+        self._note_commit(entry.seq, entry.ids)  # before the record: see _index_since
         with self._logged_lock:  # not while the applier cuts the log
             self._acklog.append(data)
             self._seq = entry.seq
@@ -256,7 +265,7 @@ class DuckDBLogged:
         The journal's tables go this way; a ``:memory:`` store commits them directly.
         """
         if self._acklog is None or _too_large(statements):
-            self._run_script(what, statements)
+            self._run_script(what, statements, ())
             return
         self._append_logged(Logged(seq=self._seq + 1, statements=list(statements)))
 
@@ -318,9 +327,10 @@ class DuckDBLogged:
             script.append(HISTORY_HEAD + ", ".join(history))
         script.extend(s for e in pending for s in e.statements)
         touches, touch_sql = self._touches_for(pending)
+        last = pending[-1].seq
         if touch_sql is not None:
             script.append(touch_sql)
-        last = pending[-1].seq
+            self._note_commit(last, touches)  # access counts stored under the last number
         script.append(f"UPDATE store_meta SET value = {lit(str(last))} WHERE key = 'commit_seq'")
         script.append("COMMIT")
         try:

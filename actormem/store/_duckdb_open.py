@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,7 @@ from actormem.models.base import Embedder
 from actormem.store._duckdb_queries import _LIVE, _SELECT, _one
 from actormem.store._index import MemoryIndex
 from actormem.store._index_file import SnapshotIdentity, drop_snapshot, load_index, save_index
+from actormem.store._index_since import SinceLog, read_since, remove_since
 from actormem.store._protocol import ProgressCallback
 from actormem.store._records import row_to_record
 from actormem.store._schema import SCHEMA_VERSION, read_meta, write_meta
@@ -54,6 +55,9 @@ class DuckDBOpening:
     _snapshot_seq: int
     _seq: int
     _store_id: str
+    _since: SinceLog | None
+    _txn_ids: set[str] | None
+    lost_commits: int
 
     if TYPE_CHECKING:  # provided by DuckDBStore and StoreBase
 
@@ -81,6 +85,7 @@ class DuckDBOpening:
                     f"{self._embedder.name!r} makes {self._dim}-d vectors"
                 )
             self._wcur.execute("BEGIN TRANSACTION")
+            self._txn_ids = None  # changes the whole store: not caught up
             if column_dim != self._dim:
                 self._set_embedding_column(self._dim)
             write_meta(
@@ -118,10 +123,10 @@ class DuckDBOpening:
         self._wcur.execute("ALTER TABLE memories DROP COLUMN embedding")
         self._wcur.execute(f"ALTER TABLE memories ADD COLUMN embedding FLOAT[{int(dim)}]")
 
-    def _snapshot_identity(self) -> SnapshotIdentity:
+    def _snapshot_identity(self, seq: int | None = None) -> SnapshotIdentity:
         return SnapshotIdentity(
             store_id=self._store_id,
-            commit_seq=self._seq,
+            commit_seq=self._seq if seq is None else seq,
             schema_version=SCHEMA_VERSION,
             embedder=self._embedder.name,
             dim=self._dim,
@@ -129,28 +134,119 @@ class DuckDBOpening:
         )
 
     def _open_index(self, progress: ProgressCallback | None) -> None:
-        """Load the index snapshot when it is valid, else rebuild the index from the file."""
+        """Load the index snapshot when it is valid, else rebuild the index from the file.
+
+        A snapshot older than the file (the process died after writing) is
+        still used when the since-file (:mod:`actormem.store._index_since`)
+        names every commit after it: the rows those commits wrote are read
+        again from DuckDB (:meth:`_catch_up`).
+        """
         self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
         #: The commit number the index snapshot on disk matches (-1: none does).
         self._snapshot_seq = -1
+        self._since = None
         if self.path == ":memory:":
             self._rebuild_index(progress)
             return
-        if load_index(self._index, self.path + ".index", self._snapshot_identity()):
-            self._snapshot_seq = self._seq
+        snapshot, since_path = self.path + ".index", self.path + ".index.since"
+        base, ids = self._seq, None
+        since = None if self.lost_commits else read_since(since_path)
+        if since is not None and since.store_id == self._store_id and since.base_seq < self._seq:
+            ids = since.ids_through(self._seq)
+            if ids is not None:
+                base = since.base_seq
+        if load_index(self._index, snapshot, self._snapshot_identity(base)):
+            if ids is None:
+                self._snapshot_seq = self._seq
+                self._since = SinceLog.start(since_path, self._store_id, self._seq)
+                return
+            if self._catch_up(ids, base):
+                self._snapshot_seq = base
+                self._since = SinceLog.reopen(since_path)
+                return
+            drop_snapshot(snapshot)
+            self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
+        remove_since(since_path)
+        self._rebuild_index(progress)
+
+    def _catch_up(self, ids: set[str], base: int) -> bool:
+        """Bring the index loaded as of commit ``base`` to the file's: re-read ``ids``.
+
+        Returns:
+            Whether the index then holds as many live memories as the file
+            (else the caller rebuilds it).
+        """
+        t0 = time.perf_counter()
+        index = self._index
+        if ids:
+            index.remove([i for i in ids if index.row_of(i) is not None])
+            cur = self._wcur
+            cur.register("_since_ids", pa.table({"id": pa.array(sorted(ids), type=pa.string())}))
+            try:
+                reader = cur.execute(
+                    f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} "
+                    "AND id IN (SELECT id FROM _since_ids) ORDER BY created_at, rowid"
+                ).to_arrow_reader(50_000)
+                for batch in reader:
+                    self._add_rows(index, batch)
+            finally:
+                cur.unregister("_since_ids")
+        live = self._count_live()
+        if len(index) != live:
+            log.warning(
+                "store.index_snapshot_rebuilt",
+                path=self.path,
+                reason=f"caught up from commit {base} to {self._seq} it holds {len(index)} "
+                f"live memories, the file {live}",
+            )
+            return False
+        log.info(
+            "store.index_caught_up",
+            path=self.path,
+            snapshot_seq=base,
+            commit_seq=self._seq,
+            rows=len(ids),
+            seconds=round(time.perf_counter() - t0, 3),
+        )
+        return True
+
+    def _note_commit(self, seq: int, ids: Iterable[str] | None) -> None:
+        """Note in the since-file that commit ``seq`` writes ``ids`` (None: unknown, end it)."""
+        since = self._since
+        if since is None:
+            return
+        if ids is None:
+            since.drop("a commit that does not say which memories it writes")
         else:
-            self._rebuild_index(progress)
+            since.note(seq, ids)
+        if not since.active:
+            self._since = None
+
+    def _declare(self, ids: Iterable[str]) -> None:
+        """Add ``ids`` to what the transaction in progress writes (if it declares at all)."""
+        if self._txn_ids is not None:
+            self._txn_ids.update(ids)
 
     def _save_index(self) -> None:
-        """Write the index snapshot on close when the index changed since the one on disk."""
+        """Write the index snapshot on close when the index changed since the one on disk.
+
+        The since-file goes first and a new one is started after the
+        snapshot is written: a crash in between leaves the new snapshot
+        alone, never paired with the old snapshot's entries.
+        """
         if self.path == ":memory:" or self._snapshot_seq == self._seq:
             return
-        snapshot = self.path + ".index"
+        snapshot, since_path = self.path + ".index", self.path + ".index.since"
+        if self._since is not None:
+            self._since.close()
+            self._since = None
+        remove_since(since_path)
         if self._snapshot_min is None or len(self._index) < self._snapshot_min:
             drop_snapshot(snapshot)  # stale now: never leave it to be misread
             return
         if save_index(self._index, snapshot, self._snapshot_identity()):
             self._snapshot_seq = self._seq
+            self._since = SinceLog.start(since_path, self._store_id, self._seq)
 
     def _rebuild_index(self, progress: ProgressCallback | None = None) -> None:
         """Load every live memory (and its vector) from the file into a fresh index."""
@@ -161,15 +257,18 @@ class DuckDBOpening:
             f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} ORDER BY created_at, rowid"
         ).to_arrow_reader(50_000)
         for batch in reader:
-            cols = [batch.column(i).to_pylist() for i in range(18)]
-            records = [row_to_record(row) for row in zip(*cols, strict=True)]
-            emb = batch.column(18)
-            vectors = self._vectors_from_arrow(emb, len(records))
-            index.add(records, vectors)
-            done += len(records)
+            done += self._add_rows(index, batch)
             if progress is not None:
                 progress(done, total)
         self._index = index
+
+    def _add_rows(self, index: MemoryIndex, batch: Any) -> int:
+        """Add one Arrow batch of ``SELECT {_SELECT}, embedding`` rows to ``index``."""
+        cols = [batch.column(i).to_pylist() for i in range(18)]
+        records = [row_to_record(row) for row in zip(*cols, strict=True)]
+        vectors = self._vectors_from_arrow(batch.column(18), len(records))
+        index.add(records, vectors)
+        return len(records)
 
     def _vectors_from_arrow(self, column: Any, n: int) -> F32:
         if column.null_count:
@@ -214,6 +313,7 @@ class DuckDBOpening:
         ids_contents = cur.execute("SELECT id, content FROM memories ORDER BY id").fetchall()
         total = len(ids_contents)
         cur.execute("BEGIN TRANSACTION")
+        self._txn_ids = None  # every vector changes: the since-file ends
         try:
             if self._column_dim() != self._dim:
                 self._set_embedding_column(self._dim)

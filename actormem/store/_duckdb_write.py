@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from actormem.store._acklog import AckLog
     from actormem.store._duckdb_logged import Logged
 
-__all__ = ["DuckDBWrites"]
+__all__ = ["DuckDBWrites", "batch_ids"]
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +59,11 @@ T = TypeVar("T")
 
 #: Up to this many pending access counts are written as SQL literals.
 _LITERAL_TOUCHES: Final = 64
+
+
+def batch_ids(batch: Batch) -> list[str]:
+    """The ids of the memories a batch writes (inserted, changed, removed from the index)."""
+    return [*(r.id for r, _ in batch.inserts), *batch.changes, *batch.removed]
 
 
 class DuckDBWrites:
@@ -77,6 +82,7 @@ class DuckDBWrites:
     _acklog: AckLog | None
     _apply_wake: threading.Event
     _clock: Callable[[], float]
+    _txn_ids: set[str] | None
 
     if TYPE_CHECKING:  # provided by DuckDBStore, DuckDBLogged and StoreBase
 
@@ -96,9 +102,15 @@ class DuckDBWrites:
 
         def _commit_txn(self, cur: Any) -> None: ...
 
-        def _run_script(self, what: str, statements: builtins.list[str]) -> None: ...
+        def _run_script(
+            self, what: str, statements: builtins.list[str], ids: Iterable[str] | None = None
+        ) -> None: ...
 
-        def _run_txn(self, what: str, fn: Callable[[Any], Any]) -> Any: ...
+        def _run_txn(
+            self, what: str, fn: Callable[[Any], Any], ids: Iterable[str] | None = None
+        ) -> Any: ...
+
+        def _declare(self, ids: Iterable[str]) -> None: ...
 
     def flush(self) -> None:
         """Write pending access counters and acknowledged writes to the file now."""
@@ -118,6 +130,9 @@ class DuckDBWrites:
         try:
             if own_txn:
                 cur.execute("BEGIN TRANSACTION")
+                self._txn_ids = set(ids)
+            else:
+                self._declare(ids)
             if literal is not None:
                 cur.execute(literal)
             else:
@@ -141,6 +156,7 @@ class DuckDBWrites:
                 self._commit_txn(cur)
         except BaseException:
             if own_txn:
+                self._txn_ids = None
                 with suppress(duckdb.Error):
                     cur.execute("ROLLBACK")
             self._restore_pending(pending)
@@ -264,7 +280,11 @@ class DuckDBWrites:
                 touch = self._touches_literal(pending)
                 if touch is not None or not pending:
                     try:
-                        self._run_script("write", [touch, *script] if touch else script)
+                        self._run_script(
+                            "write",
+                            [touch, *script] if touch else script,
+                            [*batch_ids(batch), *pending],
+                        )
                     except BaseException:
                         self._restore_pending(pending)
                         raise
@@ -279,7 +299,7 @@ class DuckDBWrites:
                     else:
                         self._write_arrow(cur, part, self._tables(part, now))
 
-            self._run_txn("write", write_parts)
+            self._run_txn("write", write_parts, batch_ids(batch))
             return
         built = tables
 
@@ -287,7 +307,7 @@ class DuckDBWrites:
             self._flush_touches(cur, own_txn=False)
             self._write_arrow(cur, batch, built)
 
-        self._run_txn("write", write)
+        self._run_txn("write", write, batch_ids(batch))
 
     def _write_arrow(self, cur: Any, batch: Batch, built: Tables) -> None:
         """Write ``batch`` through its Arrow tables ``built`` (inside a transaction)."""

@@ -1,0 +1,229 @@
+"""Reopening after a crash catches the index snapshot up (``actormem.store._index_since``).
+
+A child process opens a store whose snapshot is current, writes through
+every path (a direct batch, logged single writes, an update, a delete,
+retrievals whose counts are flushed), leaves acknowledged records pending in
+the log and is SIGKILLed.  The next open must load the snapshot as of its
+own commit and re-read only what the since-file names -- answering exactly
+like an index rebuilt from a copy of the files -- and must rebuild instead
+when the since-file is torn, garbled, missing, or does not describe a commit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from actormem.store import DuckDBStore, Namespace
+from actormem.store._acklog import AckLog
+from actormem.store._index_since import SinceLog, read_since
+from tests.store.test_store_index_file import ALICE, BOB, _answers, _events, _fill, _open
+
+EVERYONE = Namespace(agent_id="bot")
+
+
+def _since(path: Path) -> Path:
+    return Path(str(path) + ".index.since")
+
+
+def _prepared(tmp_path: Path) -> Path:
+    """A store with a current snapshot (closed cleanly)."""
+    path = tmp_path / "m.duckdb"
+    with _open(path) as store:
+        _fill(store)
+    assert Path(str(path) + ".index").exists()
+    return path
+
+
+def _session_then_kill(path: Path, *, forget: bool = False) -> list[str]:
+    """A child writes through every path, leaves records pending and is SIGKILLed.
+
+    Returns the ids of the memories it was told were stored.
+    """
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace, NewMemory
+        alice = Namespace(user_id="alice", agent_id="bot")
+        bob = Namespace(user_id="bob", agent_id="bot")
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(32), index_snapshot_min_rows=0,
+                            touch_flush_interval=None, near_duplicate_threshold=None,
+                            clock=lambda: 1_700_000_000.0)
+        assert store._snapshot_seq == store.change_counter  # the snapshot was current
+        batch = store.add_many(alice, [NewMemory(content=f"batch river memory {{i}} zz{{i}}")
+                                       for i in range(150)])           # direct: one commit
+        for r in batch:
+            print("ACK", r.id, flush=True)
+        hits = store.search("apple river", alice, 5)                  # counts retrievals
+        store.update(alice, hits[0].memory.id, content="apple river changed after the snapshot")
+        store.delete(bob, store.search("tiger garden", bob, 3)[1].memory.id)
+        if {forget!r}:
+            store.forget(Namespace(user_id="bob"))
+        store.flush()                                                 # all of it in DuckDB
+        store._apply_lock.acquire()                                   # the applier stops here
+        for i in range(3):
+            r = store.add(bob, f"pending in the log {{i}} ocean{{i}}")  # acknowledged, logged
+            print("ACK", r.id, flush=True)
+        store.search("ocean violin", bob, 4)                          # counts never flushed
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ACK ")]
+    assert len(acks) == 153
+    assert len(AckLog(str(path)).read()[1]) == 3  # the records DuckDB did not get
+    return acks
+
+
+def _rebuilt(path: Path, tmp_path: Path) -> Any:
+    """Answers of a copy of the files without the snapshot: replayed, then rebuilt."""
+    copy = tmp_path / "rebuilt" / path.name
+    copy.parent.mkdir(exist_ok=True)
+    for suffix in ("", ".wal", ".acklog", ".commits"):
+        if Path(str(path) + suffix).exists():
+            shutil.copy(str(path) + suffix, str(copy) + suffix)
+    with _open(copy, index_snapshot_min_rows=None) as store:
+        return _answers(store), len(store._index)
+
+
+def _all_found(store: DuckDBStore, acks: list[str]) -> None:
+    for mid in acks:
+        rec = store._index.record(mid)
+        assert rec is not None, mid
+        assert store.search(rec.content, rec.namespace, 1, touch=False)[0].memory.id == mid
+
+
+def test_a_crash_with_pending_records_catches_the_snapshot_up(tmp_path: Path) -> None:
+    path = _prepared(tmp_path)
+    acks = _session_then_kill(path)
+    since = read_since(str(_since(path)))
+    assert since is not None and since.entries  # every commit of the session named its rows
+    expected, live = _rebuilt(path, tmp_path)
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        # loaded as of the snapshot's commit, then caught up to the file's
+        assert store._snapshot_seq == since.base_seq < store.change_counter
+        assert len(store._index) == live == store.count(EVERYONE)
+        assert _answers(store) == expected
+        _all_found(store, acks)
+        assert (
+            "changed after the snapshot"
+            in store.search("apple river", ALICE, 1, touch=False)[0].memory.content
+        )
+    # close wrote the snapshot's delta and started a new since-file: the next open loads it
+    fresh = read_since(str(_since(path)))
+    assert fresh is not None and fresh.entries == {}
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert store._snapshot_seq == store.change_counter == fresh.base_seq
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        assert _answers(store) == expected
+
+
+def _torn(since: Path) -> None:
+    data = since.read_bytes()
+    since.write_bytes(data[:-3])  # the last commit's entry is cut: a gap
+
+
+def _garbled(since: Path) -> None:
+    data = bytearray(since.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # an entry in the middle fails its checksum
+    since.write_bytes(bytes(data))
+
+
+def _missing(since: Path) -> None:
+    since.unlink()
+
+
+def _no_ids(since: Path) -> None:
+    # every commit has an entry, but they name no rows: the caught-up index
+    # lacks the new memories and the count check refuses it
+    old = read_since(str(since))
+    assert old is not None
+    last = max(old.entries)
+    since.unlink()
+    log = SinceLog.start(str(since), old.store_id, old.base_seq)
+    assert log is not None
+    for seq in range(old.base_seq + 1, last + 1):
+        log.note(seq, [])
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (_torn, "stale: snapshot has commit_seq="),
+        (_garbled, "stale: snapshot has commit_seq="),
+        (_missing, "stale: snapshot has commit_seq="),
+        (_no_ids, "live memories, the file"),
+    ],
+    ids=["torn", "garbled", "missing", "no ids"],
+)
+def test_a_since_file_that_does_not_cover_the_crash_rebuilds(
+    tmp_path: Path, damage: Any, reason: str
+) -> None:
+    path = _prepared(tmp_path)
+    acks = _session_then_kill(path)
+    expected, live = _rebuilt(path, tmp_path)
+    damage(_since(path))
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        warned = _events(logs, "store.index_snapshot_rebuilt")
+        assert len(warned) == 1 and reason in warned[0]["reason"], warned
+        assert store._snapshot_seq == -1  # rebuilt from DuckDB
+        assert not _since(path).exists()
+        assert len(store._index) == live
+        assert _answers(store) == expected
+        _all_found(store, acks)
+
+
+def test_a_commit_that_cannot_name_its_rows_ends_the_since_file(tmp_path: Path) -> None:
+    """``forget`` removes the since-file before it commits: the crash after it rebuilds."""
+    path = _prepared(tmp_path)
+    acks = _session_then_kill(path, forget=True)
+    assert not _since(path).exists()
+    expected, live = _rebuilt(path, tmp_path)
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert _events(logs, "store.index_snapshot_rebuilt")
+        assert store._snapshot_seq == -1
+        assert len(store._index) == live
+        assert _answers(store) == expected
+        _all_found(store, acks)  # the three pending adds came after the forget
+        assert store.count(BOB) == 3  # bob's older memories are gone for good
+
+
+def test_entries_past_the_file_are_ignored_and_gaps_refused(tmp_path: Path) -> None:
+    """The reading rules, on a since-file written by hand."""
+    path = str(tmp_path / "x.index.since")
+    log = SinceLog.start(path, "store-a", 10)
+    assert log is not None
+    log.note(11, ["a", "b"])
+    log.note(12, [])
+    log.note(12, ["c"])  # a failed commit's ids merge into the one that took its number
+    log.note(14, ["z"])  # noted, never committed
+    log.close()
+    since = read_since(path)
+    assert since is not None and (since.store_id, since.base_seq) == ("store-a", 10)
+    assert since.ids_through(10) == set()
+    assert since.ids_through(12) == {"a", "b", "c"}
+    assert since.ids_through(13) is None  # commit 13 has no entry
+    assert since.ids_through(9) is None
+    with open(path, "ab") as f:
+        f.write(b"\x05\x00")  # a torn tail ends the entries, the rest still reads
+    assert read_since(path) is not None
+    with open(path, "r+b") as f:
+        f.write(b"garbage!")  # the magic
+    assert read_since(path) is None
+    os.unlink(path)
+    assert read_since(path) is None
