@@ -16,7 +16,14 @@ which takes minutes at 1M), one run measures, in order:
   measured in the same run (the baseline of ingest);
 * **close, delta** after those writes and searches, and after a session of
   searches only;
-* **reopen** from the snapshot and its delta.
+* **reopen** from the snapshot and its delta;
+* with ``--crash``: **reopen after a crash** -- a child process opens the
+  store, adds a 5,000-memory batch and 200 single memories, leaves 50 more
+  acknowledged but pending in the acknowledgement log and is SIGKILLed; the
+  open that follows catches the snapshot up from ``<db>.index.since``
+  (see :mod:`actormem.store._index_since`).  Its baseline is the open of a
+  copy of the same crashed files without the since-file (the index rebuilt
+  from DuckDB, what every crash cost before), measured in the same run.
 
 Every figure carries the 1-minute load average when it was taken; the
 machine is shared, so compare the ratios.
@@ -24,7 +31,7 @@ machine is shared, so compare the ratios.
 Usage::
 
     python -m benchmarks.bench_reopen --build --store /tmp/bigstore/base_1000000.duckdb --n 1000000
-    python -m benchmarks.bench_reopen --store /tmp/bigstore/base_1000000.duckdb
+    python -m benchmarks.bench_reopen --store /tmp/bigstore/base_1000000.duckdb [--crash]
 """
 
 from __future__ import annotations
@@ -110,7 +117,62 @@ def _searches(store: DuckDBStore, tag: str) -> dict[str, float]:
     return {"first_search_s": first, "search_p50_s": statistics.median(more)}
 
 
-def run(src: Path, work: Path, embedder: RandomEmbedder) -> dict[str, Any]:
+_CRASH_CHILD = """
+import os, signal, sys
+from pathlib import Path
+from actormem.store import Namespace, NewMemory
+from benchmarks.bench_reopen import RandomEmbedder, _open, _fresh
+store = _open(Path(sys.argv[1]), RandomEmbedder(sys.argv[2], seed=5))
+ns = Namespace(user_id="u3", agent_id="bench")
+store.add_many(ns, _fresh("k", 5000))
+for i in range(200):
+    store.add(ns, f"crash session single memory {i} zqk{i}")
+store.flush()
+store._apply_lock.acquire()  # the records below stay pending in the log
+for i in range(50):
+    store.add(ns, f"crash session pending memory {i} zqp{i}")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def crash(path: Path, work: Path, embedder: RandomEmbedder) -> dict[str, Any]:
+    """Reopen after a SIGKILL with records pending, against a rebuild of the same files."""
+    import signal
+    import sys
+
+    res: dict[str, Any] = {}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CRASH_CHILD, str(path), embedder.name],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    if proc.returncode != -signal.SIGKILL:
+        raise RuntimeError(f"the crashing session did not die as planned: {proc.stderr}")
+    copy = work / "rebuilt" / path.name
+    copy.parent.mkdir()
+    for suffix in ("", ".wal", ".acklog", ".commits", ".index", ".index.delta"):
+        if Path(f"{path}{suffix}").exists():
+            subprocess.run(
+                ["cp", "--sparse=always", f"{path}{suffix}", f"{copy}{suffix}"], check=True
+            )
+    secs, store = _timed(lambda: _open(path, embedder))
+    res["crash_reopen_s"], res["crash_reopen_load"] = secs, _load()
+    res["crash_caught_up"] = store._snapshot_seq not in (-1, store.change_counter)
+    res["crash_memories"] = len(store._index)
+    res["after_crash"] = _searches(store, "dd")
+    store.close()
+    secs, store = _timed(lambda: _open(copy, embedder))  # no since-file: a rebuild
+    res["crash_rebuild_s"], res["crash_rebuild_load"] = secs, _load()
+    if len(store._index) != res["crash_memories"]:
+        raise RuntimeError("the caught-up index and the rebuilt one differ in size")
+    store.close()
+    return res
+
+
+def run(
+    src: Path, work: Path, embedder: RandomEmbedder, *, crashed: bool = False
+) -> dict[str, Any]:
     """The sessions on a copy of ``src`` (see the module docstring)."""
     path = work / src.name
     for part in src.parent.glob(f"{src.name}*"):  # the WAL, commit record, snapshot, delta
@@ -144,6 +206,8 @@ def run(src: Path, work: Path, embedder: RandomEmbedder) -> dict[str, Any]:
     res["after_delta"] = _searches(store, "cc")
     secs, _ = _timed(store.close)
     res["close_delta_after_searches_s"], res["close_delta_after_searches_load"] = secs, _load()
+    if crashed:
+        res.update(crash(path, work, embedder))
     return res
 
 
@@ -153,12 +217,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=1_000_000, help="memories (with --build)")
     parser.add_argument("--build", action="store_true", help="build the store first")
     parser.add_argument("--embedder-name", default="bench-random-256")
+    parser.add_argument("--crash", action="store_true", help="also reopen after a SIGKILL")
     args = parser.parse_args(argv)
     embedder = RandomEmbedder(args.embedder_name)
     if args.build:
         build(args.store, args.n, embedder)
     with tempfile.TemporaryDirectory(dir=args.store.parent, prefix="reopen-") as tmp:
-        res = run(args.store, Path(tmp), embedder)
+        res = run(args.store, Path(tmp), embedder, crashed=args.crash)
         shutil.rmtree(tmp, ignore_errors=True)
     rows = [
         ("close: whole snapshot (baseline)", res["close_whole_s"], 1.0, res["close_whole_load"]),
@@ -202,6 +267,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ),
         ],
     )
+    if args.crash:
+        print_table(
+            f"Reopen after a SIGKILL with 50 records pending ({res['crash_memories']:,} memories)",
+            ["open", "s", "ratio to the rebuild", "load"],
+            [
+                (
+                    "rebuild from DuckDB (baseline; every crash before)",
+                    round(res["crash_rebuild_s"], 3),
+                    1.0,
+                    res["crash_rebuild_load"],
+                ),
+                (
+                    "snapshot caught up from the since-file"
+                    + ("" if res["crash_caught_up"] else " (NOT caught up: rebuilt)"),
+                    round(res["crash_reopen_s"], 3),
+                    round(res["crash_reopen_s"] / res["crash_rebuild_s"], 3),
+                    res["crash_reopen_load"],
+                ),
+                (
+                    "first search after it / p50 of 20 more",
+                    "{first_search_s:.3f} / {search_p50_s:.3f}".format(**res["after_crash"]),
+                    "",
+                    "",
+                ),
+            ],
+        )
     write_results("reopen", res)
     return res
 
