@@ -181,16 +181,26 @@ class DuckDBOpening:
         if ids:
             index.remove([i for i in ids if index.row_of(i) is not None])
             cur = self._wcur
+            # Rows by id, then by rowid: a filter on ids alone made DuckDB read
+            # every column of every row (the vectors: a gigabyte at 1M) before
+            # joining -- 7.6 s against 0.4 s for 5,250 ids at 1M.
             cur.register("_since_ids", pa.table({"id": pa.array(sorted(ids), type=pa.string())}))
+            try:
+                found = cur.execute(
+                    "SELECT rowid FROM memories WHERE id IN (SELECT id FROM _since_ids)"
+                ).to_arrow_table()
+            finally:
+                cur.unregister("_since_ids")
+            cur.register("_since_rows", pa.table({"r": found.column(0)}))
             try:
                 reader = cur.execute(
                     f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} "
-                    "AND id IN (SELECT id FROM _since_ids) ORDER BY created_at, rowid"
+                    "AND rowid IN (SELECT r FROM _since_rows) ORDER BY created_at, rowid"
                 ).to_arrow_reader(50_000)
                 for batch in reader:
                     self._add_rows(index, batch)
             finally:
-                cur.unregister("_since_ids")
+                cur.unregister("_since_rows")
         live = self._count_live()
         if len(index) != live:
             log.warning(
