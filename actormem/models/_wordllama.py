@@ -65,6 +65,8 @@ _PIECE: Final = re.compile(f"{_SPACE}*[^{_SPACE}]+|{_SPACE}+")
 #: Ids are < 2**15 in this vocabulary; a merge pair is keyed ``a << 15 | b``.
 _SHIFT: Final = 15
 _CACHE_MAX: Final = 200_000
+#: Longer pieces (runs without spaces: base64, long URLs) are not cached.
+_CACHE_PIECE: Final = 256
 #: Lines parsed per block when reading the tokenizer file.
 _BLOCK_LINES: Final = 2_000
 
@@ -222,6 +224,27 @@ def _check_config(config: dict[str, Any], vocab: dict[str, int], merges: list[st
 # -- the tokenizer --------------------------------------------------------------------------
 
 
+#: A normalised text longer than this is cut (at piece boundaries) before the
+#: piece regex runs over it: one ``findall`` over a megabyte holds the GIL ~20 ms.
+_PART: Final = 1 << 15
+
+
+def _parts(text: str) -> Iterator[str]:
+    """``text`` in slices of about :data:`_PART` characters, cut where a piece starts."""
+    start = 0
+    while len(text) - start > _PART:
+        cut = start + _PART
+        # A piece starts at a "\u2581" that follows another character.
+        while cut < len(text) and not (text[cut] == _SPACE and text[cut - 1] != _SPACE):
+            cut = text.find(_SPACE, cut + 1)
+            if cut < 0:
+                cut = len(text)
+        yield text[start:cut]
+        pace()
+        start = cut
+    yield text[start:]
+
+
 class LlamaBPE:
     """Byte-fallback BPE over a SentencePiece-style vocabulary, as ``tokenizers`` runs it.
 
@@ -296,19 +319,21 @@ class LlamaBPE:
             return
         normalised = _SPACE + segment.replace(" ", _SPACE)
         cache = self._cache
-        for piece in _PIECE.findall(normalised):
-            ids = cache.get(piece)
-            if ids is None:
-                ids = self._piece(piece)
-            out.extend(ids)
+        for part in _parts(normalised):
+            for piece in _PIECE.findall(part):
+                ids = cache.get(piece)
+                if ids is None:
+                    ids = self._piece(piece)
+                out.extend(ids)
 
     def tokenize_word(self, sequence: str) -> list[int]:
         """Ids of ``sequence`` through the BPE model alone (no normaliser, no added tokens)."""
         out: list[int] = []
         cache = self._cache
-        for piece in _PIECE.findall(sequence):
-            ids = cache.get(piece)
-            out.extend(ids if ids is not None else self._piece(piece))
+        for part in _parts(sequence):
+            for piece in _PIECE.findall(part):
+                ids = cache.get(piece)
+                out.extend(ids if ids is not None else self._piece(piece))
         return out
 
     def whole_words(self) -> dict[str, int]:
@@ -338,9 +363,10 @@ class LlamaBPE:
                 byte_ids = self._bytes
                 symbols.extend(byte_ids[b] for b in char.encode("utf-8"))
         ids = tuple(self._merge(symbols))
-        if len(self._cache) >= _CACHE_MAX:
-            self._cache.clear()
-        self._cache[piece] = ids
+        if len(piece) <= _CACHE_PIECE:
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[piece] = ids
         return ids
 
     def _merge(self, c: list[int]) -> list[int]:
@@ -365,7 +391,11 @@ class LlamaBPE:
                 queue.append((m[0], i, m[1]))
         heapq.heapify(queue)
         pop, push = heapq.heappop, heapq.heappush
+        steps = 0
         while queue:
+            steps += 1
+            if not steps & 1023:  # a long piece (no spaces) is a long loop
+                pace()
             _, pos, new_id = pop(queue)
             if not alive[pos]:
                 continue
@@ -478,8 +508,14 @@ class LoadedModel:
                 mask[r, : len(row)] = 1.0
             np.clip(ids, 0, table.shape[0] - 1, out=ids)
             vectors = table[ids]
+            # What multiplying by the mask gives, without a second (batch, width,
+            # dim) array: real tokens unchanged (x * 1.0), padding (id 0) row 0
+            # times 0.0, signed zeros included.
+            padding = mask == 0
+            if padding.any():
+                vectors[padding] = table[0] * np.float32(0.0)
             count = np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
-            summed = np.sum(vectors * mask[..., np.newaxis], axis=1, dtype=np.float32)
+            summed = np.sum(vectors, axis=1, dtype=np.float32)
             out[start : start + len(rows)] = summed / count
         return out
 

@@ -118,6 +118,18 @@ def test_the_same_ids_on_code_unicode_and_edge_cases(
     _assert_same_ids(ours, library, EDGES + _generated(2_000))
 
 
+def test_long_texts_cut_into_parts_give_the_same_ids(
+    ours: _wordllama.LlamaBPE, library: Any
+) -> None:
+    # Texts past _PART characters are cut at piece starts before the regex runs.
+    prose = " ".join(_locomo()[:4_000] or _code())
+    runs = "word" + "   ".join(f"x{i}" for i in range(20_000))  # space runs at every cut
+    solid = "ab" * 40_000 + " tail"  # one piece longer than a part
+    texts = [prose[:200_000], runs, solid, "  " * 40_000, "z " + "\u2581" * 70_000 + "y"]
+    assert all(len(t) > _wordllama._PART for t in texts)
+    _assert_same_ids(ours, library, texts)
+
+
 def test_the_bpe_model_alone_matches_for_word_vectors(
     ours: _wordllama.LlamaBPE, library: Any
 ) -> None:
