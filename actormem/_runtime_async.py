@@ -55,8 +55,8 @@ class AsyncTwins:
         Takes the constructor's arguments.  Opening a store reads its file,
         checks or rebuilds its index and starts the actors; built on the event
         loop (``async with MemoryRuntime(...)``) that blocks the loop for as
-        long (``bench_runtime``'s loop-lag table: a 267 ms tick against 10 ms
-        when built in a thread, same run).
+        long (``bench_runtime``'s loop-lag table: a 169 ms tick against 25 ms
+        when built in a thread, medians of 7 runs in one run).
         """
         return await asyncio.to_thread(lambda: cls(*args, **kwargs))
 
