@@ -15,8 +15,11 @@ Tables (all in the connection's ``search_path`` schema):
   tables (:mod:`actormem.journal`), keyed by the concrete namespace.
 * ``store_meta`` (embedder name and dimension) and ``schema_version``.
 * ``scope_stats`` / ``term_stats`` (BM25 statistics per concrete namespace),
-  ``postings`` / ``term_bounds`` (the keyword side's index and its bounds),
-  all kept by statement-level triggers on ``memories``; ``vector_indexes``.
+  ``postings`` / ``term_bounds`` (the keyword side's index and its bounds;
+  since version 8 views of ``posting_groups`` and ``term_stats``, see
+  :mod:`actormem.store._pg_groups`), written for new rows by the store's
+  insert path and for updates and deletes by statement-level triggers on
+  ``memories``; ``vector_indexes``.
 
 Indexes: a partial btree over the live rows' namespace columns and content
 hash (exact-duplicate lookups, and the scan a tenant's search runs), a
@@ -43,6 +46,7 @@ from typing import Any, Final
 
 import structlog
 
+from actormem.store._pg_groups import group_postings
 from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = [
@@ -67,10 +71,13 @@ log = structlog.get_logger(__name__)
 #: of a trigger (:func:`_inserts_counted_by_writer`); **6** -- writers of ``memories``
 #: declare their version, older ones are refused (:func:`_writers_declare_version`);
 #: **7** -- new rows are added to the postings and their bounds by the inserting
-#: transaction too, ``postings_key`` unique (:func:`_postings_written_by_writer`).
+#: transaction too, ``postings_key`` unique (:func:`_postings_written_by_writer`);
+#: **8** -- postings stored by groups (one row per term, namespace and inserted batch),
+#: the bounds kept in ``term_stats``, rows inserted only by the store
+#: (:func:`actormem.store._pg_groups.group_postings`).
 #: A shipped step is never edited: a change to the schema is a new step (a database
 #: already at a version never runs that version's step again).
-PG_SCHEMA_VERSION: Final = 7
+PG_SCHEMA_VERSION: Final = 8
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -538,6 +545,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     4: _inserts_counted_by_writer,
     5: _writers_declare_version,
     6: _postings_written_by_writer,
+    7: group_postings,
 }
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._pg_schema import bound_sql, post_sql
+from actormem.store._pg_groups import GROUP_SETTING, groups_sql
 from actormem.store._pg_search import term_counts
 from actormem.store._records import Change, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
@@ -42,7 +41,7 @@ _NS: Final = "user_id, agent_id, run_id, session_id"
 _INSERT_COLUMNS: Final = (
     "id, user_id, agent_id, run_id, session_id, kind, content, content_hash, embedding, "
     "importance, tags, source_ids, created_at, updated_at, last_accessed, access_count, "
-    "superseded_by, deleted_at, metadata, terms, tfs, doclen"
+    "superseded_by, deleted_at, metadata, terms, tfs, doclen, pgrp"
 )
 
 
@@ -59,18 +58,24 @@ def lock_keys(conn: Any, keys: Sequence[Sequence[str]]) -> None:
 
 def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None:
     """Insert new memory rows (with their BM25 term counts) by binary COPY, and add
-    them to the keyword statistics.
+    them to the keyword statistics and postings.
 
-    The rows are encoded here, all at once, into PostgreSQL's binary COPY
-    format (:func:`encode_inserts`) and sent as one buffer (psycopg's
-    per-row ``write_row`` encoded arrays element by element: 4.5 s of client
-    CPU for 100k rows, 3.7 s now).  The statistics of the live rows among
+    The batch takes a posting group number (``posting_group_seq``) and declares
+    it in the transaction-local setting that the schema's insert check asks for
+    (:mod:`actormem.store._pg_groups`: rows enter ``memories`` only here).  The
+    rows are encoded here, all at once, into PostgreSQL's binary COPY format
+    (:func:`encode_inserts`) and sent as one buffer (psycopg's per-row
+    ``write_row`` encoded arrays element by element: 4.5 s of client CPU for
+    100k rows, 3.7 s then).  The statistics and bounds of the live rows among
     them are added to ``scope_stats`` and ``term_stats`` (counted while
-    encoding) and to ``postings`` and ``term_bounds`` (built by the server
+    encoding) and their postings to ``posting_groups`` (built by the server
     from the rows just copied), in the same transaction: see
     :func:`add_insert_stats` for why not by triggers.
     """
-    data, stats = encode_inserts(inserts)
+    row = conn.execute(
+        "SELECT set_config(%s, nextval('posting_group_seq')::text, true)", (GROUP_SETTING,)
+    ).fetchone()
+    data, stats = encode_inserts(inserts, int(row[0]))
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
     with conn.cursor() as cur, cur.copy(sql) as copy:
         copy.write(data)
@@ -79,23 +84,42 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
 
 class InsertStats:
     """What a batch's new live rows add to the keyword tables: the counts of
-    ``scope_stats`` and ``term_stats``, and the ids whose postings are due."""
+    ``scope_stats``, the counts and bounds of ``term_stats``, and the ids whose
+    postings are due."""
 
     __slots__ = ("ids", "scopes", "terms")
 
     def __init__(self) -> None:
         self.scopes: dict[tuple[str, ...], list[int]] = {}  # key -> [docs, doclen, episodes]
-        self.terms: Counter[tuple[str, ...]] = Counter()  # (term, *key) -> rows holding it
+        # (term, *key) -> [rows holding it, largest count, shortest length]
+        self.terms: dict[tuple[str, ...], list[int]] = {}
         self.ids: list[str] = []
 
     def add(
-        self, key: tuple[str, ...], memory_id: str, kind: str, terms: Sequence[str], doclen: int
+        self,
+        key: tuple[str, ...],
+        memory_id: str,
+        kind: str,
+        terms: Sequence[str],
+        tfs: Sequence[int],
+        doclen: int,
     ) -> None:
         scope = self.scopes.setdefault(key, [0, 0, 0])
         scope[0] += 1
         scope[1] += doclen
         scope[2] += kind == "episode"
-        self.terms.update((t, *key) for t in terms)
+        table = self.terms
+        for term, tf in zip(terms, tfs, strict=True):
+            k = (term, *key)
+            got = table.get(k)
+            if got is None:
+                table[k] = [1, tf, doclen]
+            else:
+                got[0] += 1
+                if tf > got[1]:
+                    got[1] = tf
+                if doclen < got[2]:
+                    got[2] = doclen
         self.ids.append(memory_id)
 
 
@@ -103,8 +127,9 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
     """Add a batch's new live rows to the keyword tables (the caller's transaction).
 
     Updates and deletes are handled by statement triggers (schema v3 and v4);
-    new rows are added here since schema v5 (statistics) and v7 (postings and
-    their bounds).  A trigger on inserts needs the
+    new rows are added here since schema v5 (statistics), v7 (postings and
+    their bounds) and v8 (posting groups, bounds in ``term_stats``, and other
+    inserts refused: :mod:`actormem.store._pg_groups`).  A trigger on inserts needs the
     inserted rows as a transition table, which makes PostgreSQL store each
     copied row on its own instead of in multi-row batches and queue a copy of
     it for the trigger: measured at 50k rows, a 1,000-row insert took 28 ms
@@ -137,20 +162,25 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
         rows = sorted(stats.terms)
         cols = list(zip(*rows, strict=True))
         conn.execute(
-            f"""INSERT INTO term_stats AS t (term, {_NS}, df)
+            f"""INSERT INTO term_stats AS t (term, {_NS}, df, max_tf, min_doclen)
             SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                %s::int8[])
-            ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df""",
-            (*[array_text(c) for c in cols], _int_array_text(stats.terms[r] for r in rows)),
+                %s::int8[], %s::int4[], %s::int4[])
+            ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df,
+                max_tf = greatest(t.max_tf, excluded.max_tf),
+                min_doclen = least(t.min_doclen, excluded.min_doclen)""",
+            (
+                *[array_text(c) for c in cols],
+                *[_int_array_text(stats.terms[r][i] for r in rows) for i in range(3)],
+            ),
         )
     if stats.ids:
-        # postings and bounds from the rows just copied, read back by primary key
-        # (the server unnests the terms: 11 postings a row, built in Python they
-        # doubled the client's time)
-        posted = f"SELECT {_NS}, id, doclen, terms, tfs FROM memories WHERE id = ANY(%s::text[])"
-        ids = (array_text(sorted(stats.ids)),)
-        conn.execute(post_sql(posted) + " ORDER BY 1, 2, 3, 4, 5, 6", ids)
-        conn.execute(bound_sql(posted), ids)
+        # the postings, one group row per term and namespace, from the rows just
+        # copied, read back by primary key (the server unnests and groups the terms:
+        # 11 postings a row, built in Python they doubled the client's time)
+        posted = (
+            f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM memories WHERE id = ANY(%s::text[])"
+        )
+        conn.execute(groups_sql(posted), (array_text(sorted(stats.ids)),))
 
 
 # PostgreSQL's binary COPY format: a signature, then per row the number of
@@ -164,7 +194,7 @@ _I2 = struct.Struct("!h").pack
 _I4 = struct.Struct("!i").pack
 _I8 = struct.Struct("!q").pack
 _F8 = struct.Struct("!d").pack
-_FIELDS: Final = _I2(22)
+_FIELDS: Final = _I2(23)
 _EMPTY_TEXT_ARRAY: Final = _I4(12) + _I4(0) + _I4(0) + _I4(_TEXT_OID)
 
 
@@ -200,9 +230,11 @@ def _int4_array(values: Sequence[int]) -> bytes:
     return _I4(len(body)) + body
 
 
-def encode_inserts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> tuple[bytes, InsertStats]:
-    """The binary COPY stream (signature and rows, no trailer) of new memory rows, and
-    what its live rows add to the keyword statistics."""
+def encode_inserts(
+    inserts: Sequence[tuple[MemoryRecord, F32]], pgrp: int
+) -> tuple[bytes, InsertStats]:
+    """The binary COPY stream (signature and rows, no trailer) of new memory rows of the
+    posting group ``pgrp``, and what its live rows add to the keyword statistics."""
     stats = InsertStats()
     if not inserts:
         return _SIGNATURE, stats
@@ -210,13 +242,14 @@ def encode_inserts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> tuple[bytes, 
     mat = np.ascontiguousarray(np.stack([v for _, v in inserts]), dtype=">f4")
     dim = int(mat.shape[1])
     vec_head = _I4(4 + 4 * dim) + _I2(dim) + _I2(0)
+    group = _int8(pgrp)
     out = [_SIGNATURE]
     for (rec, _), vec in zip(inserts, mat, strict=True):
         meta = jsonb_text(rec.metadata).encode("utf-8")  # a clear error for what JSON cannot hold
         terms, tfs, doclen = term_counts(rec.content)
         key = rec.namespace.key()
         if rec.superseded_by is None and rec.deleted_at is None:
-            stats.add(key, rec.id, rec.kind, terms, doclen)
+            stats.add(key, rec.id, rec.kind, terms, tfs, doclen)
         out += (
             _FIELDS,
             _text(rec.id),
@@ -242,6 +275,7 @@ def encode_inserts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> tuple[bytes, 
             _text_array(terms),
             _int4_array(tfs),
             b"\x00\x00\x00\x04" + _I4(doclen),
+            group,
         )
     return b"".join(out), stats
 

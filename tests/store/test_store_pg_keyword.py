@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters, _pg_keyword, _pg_write
+from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters, _pg_keyword
 from actormem.store import _pg_schema as schema
 from actormem.store._index import tokenize
 from actormem.store._postgres import PostgresStore
+from tests.store._pg_old_writers import as_old_writer, insert_rows_v3
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -244,8 +245,7 @@ def test_a_filled_v3_store_migrates_to_v4_with_its_postings(
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 3)
     # the code of version 3 left new rows' statistics to its triggers (since version 5
     # the writer adds them itself): write the old store as that code did
-    monkeypatch.setattr(_pg_write, "add_insert_stats", lambda conn, stats: None)
-    old = _open(pg_dsn, hnsw_min_rows=None)
+    old = as_old_writer(_open(pg_dsn, hnsw_min_rows=None), insert_rows_v3)
     ns = Namespace(user_id="m", agent_id="a")
     texts = _corpus(1500, seed=11)
     ids = [r.id for r in old.add_many(ns, texts, dedup=False)]

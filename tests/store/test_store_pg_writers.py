@@ -20,7 +20,9 @@ import pytest
 from actormem.models.embedders import HashEmbedder
 from actormem.store import Namespace, SearchFilters, StoreError
 from actormem.store import _pg_schema as schema
+from actormem.store._pg_groups import GROUP_SETTING
 from actormem.store._postgres import PostgresStore
+from tests.store._pg_old_writers import as_old_writer, insert_rows_v7
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -67,6 +69,9 @@ class _Writer(threading.Thread):
         self.conn = psycopg.connect(dsn, autocommit=True)
         if version is not None:
             self.conn.execute("SELECT set_config(%s, %s, false)", (schema.WRITER_SETTING, version))
+            # and, as that version's insert path does, its posting group (version 8
+            # refuses an insert without one); its postings are not written here
+            self.conn.execute("SELECT set_config(%s, '1', false)", (GROUP_SETTING,))
         self.pid = self.conn.info.backend_pid
         self.row_id = row_id
         self.error: BaseException | None = None
@@ -150,8 +155,9 @@ def test_a_store_of_the_previous_version_still_open_is_refused_writes_after_a_mi
 ) -> None:
     ns = Namespace(user_id="u")
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", schema.PG_SCHEMA_VERSION - 1)
-    # one pooled connection: it declared the previous version when it was opened
-    old = _open(pg_dsn, pool_size=1)
+    # one pooled connection: it declared the previous version when it was opened; it
+    # inserts as the previous version's writer did
+    old = as_old_writer(_open(pg_dsn, pool_size=1), insert_rows_v7)
     try:
         kept = old.add(ns, "kiwi written before the upgrade").id
         monkeypatch.undo()
@@ -194,6 +200,10 @@ def test_a_connection_that_declares_nothing_or_garbage_cannot_write(pg_dsn: str)
             "SELECT set_config(%s, %s, false)",
             (schema.WRITER_SETTING, str(schema.PG_SCHEMA_VERSION)),
         )
+        # the version is right, but rows enter only through the store's insert path
+        with pytest.raises(psycopg.Error, match="only through the actormem store"):
+            conn.execute(ROW, ("x", [1], 1))
+        conn.execute("SELECT set_config(%s, '1', false)", (GROUP_SETTING,))
         conn.execute(ROW, ("x", [1], 1))
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
 
@@ -215,7 +225,7 @@ def test_a_database_with_doubled_postings_migrates_to_unique_ones(
         conn.execute("INSERT INTO schema_version (version) VALUES (5)")
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 5)
     ns = Namespace(user_id="u")
-    old = _open(pg_dsn)
+    old = as_old_writer(_open(pg_dsn), insert_rows_v7)
     ids = [r.id for r in old.add_many(ns, ["kiwi pie", "kiwi tart", "plum jam"], dedup=False)]
     old.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -239,12 +249,10 @@ def test_a_database_with_doubled_postings_migrates_to_unique_ones(
             ).fetchall()
             got = conn.execute("SELECT term, id, tf FROM postings ORDER BY 1, 2").fetchall()
             assert got == want
-            # a posting written twice now fails loudly
+            # a posting group written twice fails loudly (version 8 keeps the postings
+            # by groups, unique per term, namespace and group)
             with pytest.raises(psycopg.errors.UniqueViolation):
-                conn.execute(
-                    "INSERT INTO postings SELECT term, user_id, agent_id, run_id, session_id, "
-                    "id, tf, doclen FROM postings LIMIT 1"
-                )
+                conn.execute("INSERT INTO posting_groups SELECT * FROM posting_groups LIMIT 1")
         # the postings' scores equal BM25 from the rows themselves (a doubled posting
         # would double a term's count)
         hits = store.search("kiwi", ns, 5, mode="keyword", touch=False)
