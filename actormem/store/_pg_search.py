@@ -40,7 +40,7 @@ Keyword side
     and passes them in.  A search with filters on other columns (kinds, tags,
     dates, importance) scores the rows themselves from their stored
     ``terms`` / ``tfs`` / ``doclen``: a small scope through its btree, a
-    large one through the GIN index on ``terms``.
+    large one through its postings of the query terms.
 
 Neighbouring episodes as context
     When the search blends episodes with their neighbours
@@ -378,11 +378,19 @@ def collect(
         )
     elif kw_on:
         # with filters on other columns: the rows themselves.  A small scope is read
-        # whole through its btree (the GIN index would walk every row of the table
-        # holding a common term); a large one through GIN.
+        # whole through its btree; a large one by the ids of its postings of the query
+        # terms (primary key lookups; schema v8 dropped the GIN index on ``terms``)
+        pw, pparams = scope_sql(scope, "p.")
         s.add("kw AS (")
-        for i, (match, gate) in enumerate(
-            (("terms && %s::text[]", "NOT"), ("(terms && %s::text[]) IS TRUE", ""))
+        for i, (match, gate, mparams) in enumerate(
+            (
+                ("terms && %s::text[]", "NOT", []),
+                (
+                    f"id IN (SELECT p.id FROM postings p WHERE p.term = ANY(%s::text[]) AND {pw})",
+                    "",
+                    pparams,
+                ),
+            )
         ):
             s.add(" UNION ALL (SELECT id, " if i else "(SELECT id, ")
             _bm25(s, qterms, k1, b)
@@ -391,6 +399,7 @@ def collect(
                 f"AND {gate} (SELECT small FROM cfg) ORDER BY k DESC, id LIMIT %s)",
                 *wparams,
                 qterms,
+                *mparams,
                 pool,
             )
         s.add("), ")

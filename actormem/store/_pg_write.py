@@ -30,6 +30,7 @@ __all__ = [
     "copy_history",
     "copy_inserts",
     "encode_inserts",
+    "encode_rows",
     "key_text",
     "lock_keys",
     "update_changes",
@@ -75,51 +76,32 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
     row = conn.execute(
         "SELECT set_config(%s, nextval('posting_group_seq')::text, true)", (GROUP_SETTING,)
     ).fetchone()
-    data, stats = encode_inserts(inserts, int(row[0]))
+    pgrp, stats = int(row[0]), InsertStats()
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
     with conn.cursor() as cur, cur.copy(sql) as copy:
-        copy.write(data)
+        copy.write(_SIGNATURE)
+        # sent as encoded, a chunk at a time: the server stores one chunk while the
+        # client encodes the next (one buffer at the end left it idle meanwhile)
+        for start in range(0, len(inserts), _CHUNK):
+            copy.write(encode_rows(inserts[start : start + _CHUNK], pgrp, stats))
     add_insert_stats(conn, stats)
 
 
 class InsertStats:
     """What a batch's new live rows add to the keyword tables: the counts of
-    ``scope_stats``, the counts and bounds of ``term_stats``, and the ids whose
-    postings are due."""
+    ``scope_stats``, and the ids whose postings and term statistics are due."""
 
-    __slots__ = ("ids", "scopes", "terms")
+    __slots__ = ("ids", "scopes")
 
     def __init__(self) -> None:
         self.scopes: dict[tuple[str, ...], list[int]] = {}  # key -> [docs, doclen, episodes]
-        # (term, *key) -> [rows holding it, largest count, shortest length]
-        self.terms: dict[tuple[str, ...], list[int]] = {}
         self.ids: list[str] = []
 
-    def add(
-        self,
-        key: tuple[str, ...],
-        memory_id: str,
-        kind: str,
-        terms: Sequence[str],
-        tfs: Sequence[int],
-        doclen: int,
-    ) -> None:
+    def add(self, key: tuple[str, ...], memory_id: str, kind: str, doclen: int) -> None:
         scope = self.scopes.setdefault(key, [0, 0, 0])
         scope[0] += 1
         scope[1] += doclen
         scope[2] += kind == "episode"
-        table = self.terms
-        for term, tf in zip(terms, tfs, strict=True):
-            k = (term, *key)
-            got = table.get(k)
-            if got is None:
-                table[k] = [1, tf, doclen]
-            else:
-                got[0] += 1
-                if tf > got[1]:
-                    got[1] = tf
-                if doclen < got[2]:
-                    got[2] = doclen
         self.ids.append(memory_id)
 
 
@@ -158,29 +140,26 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
                 _int_array_text(stats.scopes[k][2] for k in keys),
             ),
         )
-    if stats.terms:
-        rows = sorted(stats.terms)
-        cols = list(zip(*rows, strict=True))
-        conn.execute(
-            f"""INSERT INTO term_stats AS t (term, {_NS}, df, max_tf, min_doclen)
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                %s::int8[], %s::int4[], %s::int4[])
-            ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df,
-                max_tf = greatest(t.max_tf, excluded.max_tf),
-                min_doclen = least(t.min_doclen, excluded.min_doclen)""",
-            (
-                *[array_text(c) for c in cols],
-                *[_int_array_text(stats.terms[r][i] for r in rows) for i in range(3)],
-            ),
-        )
     if stats.ids:
-        # the postings, one group row per term and namespace, from the rows just
-        # copied, read back by primary key (the server unnests and groups the terms:
-        # 11 postings a row, built in Python they doubled the client's time)
+        # the postings, one group row per term and namespace, built by the server from
+        # the rows just copied (read back by primary key), and from each new group its
+        # term's statistics and bounds in the same statement: a batch's group is the
+        # only one of its (term, namespace) in the batch, so every statistics row is
+        # written once (counted in Python and sent as arrays, they cost the client as
+        # much as encoding the rows)
         posted = (
             f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM memories WHERE id = ANY(%s::text[])"
         )
-        conn.execute(groups_sql(posted), (array_text(sorted(stats.ids)),))
+        conn.execute(
+            f"WITH g AS ({groups_sql(posted)} RETURNING term, {_NS}, ids, tfs, doclens) "
+            f"INSERT INTO term_stats AS t (term, {_NS}, df, max_tf, min_doclen) "
+            f"SELECT term, {_NS}, cardinality(ids), (SELECT max(x) FROM unnest(tfs) AS x), "
+            f"(SELECT min(x) FROM unnest(doclens) AS x) FROM g ORDER BY term, {_NS} "
+            f"ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df, "
+            "max_tf = greatest(t.max_tf, excluded.max_tf), "
+            "min_doclen = least(t.min_doclen, excluded.min_doclen)",
+            (array_text(sorted(stats.ids)),),
+        )
 
 
 # PostgreSQL's binary COPY format: a signature, then per row the number of
@@ -195,6 +174,7 @@ _I4 = struct.Struct("!i").pack
 _I8 = struct.Struct("!q").pack
 _F8 = struct.Struct("!d").pack
 _FIELDS: Final = _I2(23)
+_CHUNK: Final = 100  # rows encoded and sent at a time
 _EMPTY_TEXT_ARRAY: Final = _I4(12) + _I4(0) + _I4(0) + _I4(_TEXT_OID)
 
 
@@ -236,20 +216,28 @@ def encode_inserts(
     """The binary COPY stream (signature and rows, no trailer) of new memory rows of the
     posting group ``pgrp``, and what its live rows add to the keyword statistics."""
     stats = InsertStats()
+    return _SIGNATURE + encode_rows(inserts, pgrp, stats), stats
+
+
+def encode_rows(
+    inserts: Sequence[tuple[MemoryRecord, F32]], pgrp: int, stats: InsertStats
+) -> bytes:
+    """The binary COPY rows of ``inserts`` (posting group ``pgrp``); their live rows are
+    added to ``stats``."""
     if not inserts:
-        return _SIGNATURE, stats
+        return b""
     # pgvector's binary value: dimensions (int2), an unused int2, big-endian float4s
     mat = np.ascontiguousarray(np.stack([v for _, v in inserts]), dtype=">f4")
     dim = int(mat.shape[1])
     vec_head = _I4(4 + 4 * dim) + _I2(dim) + _I2(0)
     group = _int8(pgrp)
-    out = [_SIGNATURE]
+    out: list[bytes] = []
     for (rec, _), vec in zip(inserts, mat, strict=True):
         meta = jsonb_text(rec.metadata).encode("utf-8")  # a clear error for what JSON cannot hold
         terms, tfs, doclen = term_counts(rec.content)
         key = rec.namespace.key()
         if rec.superseded_by is None and rec.deleted_at is None:
-            stats.add(key, rec.id, rec.kind, terms, tfs, doclen)
+            stats.add(key, rec.id, rec.kind, doclen)
         out += (
             _FIELDS,
             _text(rec.id),
@@ -277,7 +265,7 @@ def encode_inserts(
             b"\x00\x00\x00\x04" + _I4(doclen),
             group,
         )
-    return b"".join(out), stats
+    return b"".join(out)
 
 
 def update_changes(conn: Any, changes: Sequence[Change]) -> None:
