@@ -68,7 +68,7 @@ Upgrades while workers run
     old worker cannot write rows without what the new version keeps beside
     them.  Its reads go on.
 
-Faults
+Faults (implemented in :mod:`actormem.store._pg_txn`, with the pool)
     A connection lost during a write: the transaction's id is read first,
     so on a fresh connection ``pg_xact_status`` tells whether it committed
     (done), was rolled back (planned and run again) or is still running on a
@@ -108,12 +108,13 @@ from actormem.models.base import Embedder
 from actormem.store._base import Plan, StoreBase
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_analyze import PlannerStats
-from actormem.store._pg_ann import DEFAULT_MIN_ROWS, EF_SEARCH, AnnIndexes, scope_text
-from actormem.store._pg_conn import first_line, is_lost, redacted
+from actormem.store._pg_ann import DEFAULT_MIN_ROWS, AnnIndexes, scope_text
+from actormem.store._pg_conn import redacted
 from actormem.store._pg_gather import Aside, Gatherer
 from actormem.store._pg_queries import PgQueries, scope_sql
-from actormem.store._pg_schema import declare_writer, ensure_schema, read_meta, write_meta
+from actormem.store._pg_schema import read_meta, write_meta
 from actormem.store._pg_search import SMALL_SCOPE
+from actormem.store._pg_txn import PgConnections
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
     copy_history,
@@ -151,10 +152,9 @@ T = TypeVar("T")
 Key = tuple[str, str, str, str]
 
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
-_ATTEMPTS: Final = 3
 
 
-class PostgresStore(PgQueries, StoreBase):
+class PostgresStore(PgConnections, PgQueries, StoreBase):
     """Long-term memory in PostgreSQL with pgvector, for many processes and hosts.
 
     Example:
@@ -265,115 +265,7 @@ class PostgresStore(PgQueries, StoreBase):
         self._start_flusher(touch_flush_interval, "actormem-store-flush:postgres")
         log.info("store.opened", backend="postgres", where=self.url, dim=self._dim)
 
-    # -- connections ----------------------------------------------------------------------
-
-    def _connect(self) -> Any:
-        try:
-            return self._pg.connect(
-                self.dsn, autocommit=True, connect_timeout=self._connect_timeout
-            )
-        except self._pg.Error as exc:
-            raise StoreError(
-                f"cannot connect to the store database {self.url}: {first_line(exc)}"
-            ) from None
-
-    def _prepare_database(self) -> None:
-        """Check the server, enable pgvector and create or migrate the schema."""
-        conn = self._connect()
-        try:
-            row = conn.execute(
-                "SELECT installed_version FROM pg_available_extensions WHERE name = 'vector'"
-            ).fetchone()
-            if row is None:
-                raise StoreError(
-                    f"the PostgreSQL server of {self.url} has no pgvector extension "
-                    "('vector' is not available): install pgvector on the server"
-                )
-            if row[0] is None:
-                try:
-                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                except self._pg.Error as exc:
-                    raise StoreError(
-                        f"database {self.url} has no pgvector extension and this login cannot "
-                        f"enable it ({first_line(exc)}); run CREATE EXTENSION vector as its "
-                        "owner or a superuser"
-                    ) from None
-            self._register_vector(conn)
-            ensure_schema(conn, self._dim, self.url)
-        except self._pg.Error as exc:
-            raise StoreError(f"cannot set up the store in {self.url}: {first_line(exc)}") from None
-        finally:
-            conn.close()
-
-    def _new_pool(self) -> Any:
-        def configure(conn: Any) -> None:
-            self._register_vector(conn)
-            declare_writer(conn)  # the schema's guard refuses writers of older versions
-            # only HNSW scans read these: the partial indexes of large scopes
-            conn.execute("SET hnsw.iterative_scan = relaxed_order")
-            conn.execute(f"SET hnsw.ef_search = {int(EF_SEARCH)}")
-
-        pool = self._pool_cls(
-            self.dsn,
-            # two: a large scope's search runs its vector side on a second one (_pg_gather)
-            min_size=min(2, self._pool_size),
-            max_size=self._pool_size,
-            kwargs={"autocommit": True, "connect_timeout": self._connect_timeout},
-            configure=configure,
-            open=False,
-            name=f"actormem-store-{os.getpid()}",
-        )
-        try:
-            pool.open(wait=True, timeout=float(self._connect_timeout) + 5)
-        except Exception as exc:
-            pool.close()
-            raise StoreError(
-                f"cannot open connections to the store database {self.url}: {first_line(exc)}"
-            ) from None
-        return pool
-
-    def _conn(self) -> Any:
-        """A pooled connection context (a forked child opens a pool of its own)."""
-        self._check_open()
-        if self._pid != os.getpid():
-            with self._pool_lock:
-                if self._pid != os.getpid():
-                    self._pool = self._new_pool()  # the parent's sockets are the parent's
-                    self._pid = os.getpid()
-        return self._pool.connection(timeout=float(self._connect_timeout))
-
-    def _check_pool(self) -> None:
-        """After a lost connection: test the pool's idle connections, replace dead ones.
-
-        What ended one connection (a server restart, a failover, an
-        administrator) usually ended them all; without this, each retry would
-        take the next dead connection from the pool.
-        """
-        try:
-            self._pool.check()
-        except Exception as exc:  # the retry will say what is wrong
-            log.warning("store.pg_pool_check_failed", where=self.url, error=first_line(exc))
-
-    def _lost(self, exc: BaseException) -> bool:
-        return is_lost(self._pg, exc)
-
-    def _read(self, what: str, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(conn)`` (reads, autocommit); a lost connection is retried once."""
-        for attempt in (1, 2):
-            try:
-                with self._conn() as conn:
-                    return fn(conn)
-            except StoreError:
-                raise
-            except Exception as exc:
-                if not isinstance(exc, self._pg.Error) and not self._lost(exc):
-                    raise
-                if self._lost(exc) and attempt == 1:
-                    log.warning("store.pg_retry", op=what, error=first_line(exc))
-                    self._check_pool()
-                    continue
-                raise StoreError(f"{what} in {self.url} failed: {first_line(exc)}") from None
-        raise AssertionError("unreachable")  # pragma: no cover
+    # -- transactions (the machinery is in _pg_txn) ---------------------------------------
 
     def _txn(self, what: str, fn: Callable[[Any], T], keys: Sequence[Sequence[str]] = ()) -> T:
         """Run ``fn(conn)`` in one transaction holding the advisory locks of ``keys``."""
@@ -383,79 +275,6 @@ class PostgresStore(PgQueries, StoreBase):
             return fn(conn)
 
         return self._transaction(what, body)
-
-    def _transaction(self, what: str, body: Callable[[Any, set[Key]], T]) -> T:
-        """Run ``body(conn, locked_keys)`` in one write transaction, planned again on a
-        deadlock, serialization failure, duplicate id or lost connection (see module doc)."""
-        pg = self._pg
-        last: BaseException | None = None
-        for attempt in range(1, _ATTEMPTS + 1):
-            xid: str | None = None
-            pid: int | None = None
-            done = False
-            out: Any = None
-            try:
-                with self._conn() as conn:
-                    pid = conn.info.backend_pid
-                    with conn.transaction():
-                        xid = str(conn.execute("SELECT pg_current_xact_id()").fetchone()[0])
-                        out = body(conn, set())
-                        done = True
-                        self._before_commit(conn)
-                return out  # type: ignore[no-any-return]
-            except (pg.errors.DeadlockDetected, pg.errors.SerializationFailure) as exc:
-                last = exc
-            except pg.errors.UniqueViolation as exc:  # an id taken meanwhile: plan again
-                last = exc
-            except pg.DataError as exc:
-                raise InvalidMemoryError(
-                    f"{what}: PostgreSQL refused a value ({first_line(exc)}); nothing was stored"
-                ) from None
-            except Exception as exc:
-                if not self._lost(exc):
-                    if isinstance(exc, pg.Error):
-                        raise StoreError(
-                            f"{what} in {self.url} failed and was rolled back: {first_line(exc)}"
-                        ) from None
-                    raise
-                last = exc
-                self._check_pool()
-                status = self._outcome(xid, pid) if xid is not None else "aborted"
-                if status == "committed" and done:
-                    log.warning("store.pg_commit_confirmed", op=what, error=first_line(exc))
-                    return out  # type: ignore[no-any-return]
-                if status not in ("aborted", None):
-                    raise StoreError(
-                        f"{what} in {self.url}: the connection was lost and the outcome of "
-                        f"transaction {xid} is {status!r}: {first_line(exc)}"
-                    ) from None
-            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=first_line(last))
-        assert last is not None
-        raise StoreError(
-            f"{what} in {self.url} failed after {_ATTEMPTS} attempts and was rolled back: "
-            f"{first_line(last)}"
-        ) from None
-
-    def _before_commit(self, conn: Any) -> None:
-        """Called inside each write transaction just before it commits (a test hook)."""
-
-    def _outcome(self, xid: str, pid: int | None) -> str | None:
-        """What became of transaction ``xid`` whose connection was lost."""
-        for _ in range(2):
-            try:
-                with self._conn() as conn:
-                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
-                    status = None if row is None else row[0]
-                    if status != "in progress" or pid is None:
-                        return "aborted" if status is None else str(status)
-                    # Our client is gone but its backend has not noticed yet: end it.
-                    conn.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
-                    return "aborted" if row is None or row[0] is None else str(row[0])
-            except Exception as exc:
-                if not self._lost(exc):
-                    raise
-        return "unknown"
 
     # -- lifecycle ------------------------------------------------------------------------
 
