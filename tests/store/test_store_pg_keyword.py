@@ -21,7 +21,7 @@ from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters, _pg
 from actormem.store import _pg_schema as schema
 from actormem.store._index import tokenize
 from actormem.store._postgres import PostgresStore
-from tests.store._pg_old_writers import as_old_writer, insert_rows_v3
+from tests.store._pg_old_writers import as_old_writer, insert_rows_v3, insert_rows_v7
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -83,6 +83,15 @@ def _postings_match_the_live_rows(conn: Any) -> None:
         "OR m.doclen < b.min_doclen)"
     ).fetchone()[0]
     assert loose == 0
+    if conn.execute("SELECT to_regclass('posting_groups') IS NOT NULL").fetchone()[0]:
+        # schema v8: no group is left empty, and each row's postings are in its group
+        empty = conn.execute("SELECT count(*) FROM posting_groups WHERE cardinality(ids) = 0")
+        assert empty.fetchone() == (0,)
+        astray = conn.execute(
+            "SELECT count(*) FROM posting_groups g CROSS JOIN LATERAL unnest(g.ids) AS e(id) "
+            "JOIN memories m ON m.id = e.id WHERE m.pgrp <> g.pgrp"
+        )
+        assert astray.fetchone() == (0,)
 
 
 def test_postings_kept_by_triggers_match_the_live_rows(pg_dsn: str) -> None:
@@ -108,6 +117,111 @@ def test_postings_kept_by_triggers_match_the_live_rows(pg_dsn: str) -> None:
         hits = store.search("delta", a, limit=5, mode="keyword")
         assert [h.memory.id for h in hits] == [ids[0]]
         assert ids[1] not in {h.memory.id for h in store.search("note 1", a, 50, mode="keyword")}
+    finally:
+        store.close()
+
+
+def test_posting_groups_follow_updates_deletes_and_moves(pg_dsn: str) -> None:
+    # schema v8 keeps a batch's postings as one row per term and namespace; rows taken
+    # out of a group (by the store or by hand-written SQL), rewritten or moved to
+    # another namespace leave the postings equal to the live rows
+    store = _open(pg_dsn)
+    try:
+        a, b = Namespace(user_id="a"), Namespace(user_id="b")
+        ids = [r.id for r in store.add_many(a, [f"kiwi plum {i} pie" for i in range(40)])]
+        lone = [r.id for r in store.add_many(b, ["kiwi jam", "plum jam"])]
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            # one group row per term of the batch: 'kiwi' holds the 40 rows of a
+            groups = conn.execute(
+                "SELECT cardinality(ids) FROM posting_groups WHERE term = 'kiwi' AND user_id = 'a'"
+            ).fetchall()
+            assert groups == [(40,)]
+        store.update(a, ids[0], content="rewritten kiwi kiwi tart")
+        store.delete(a, ids[1])
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT set_config(%s, %s, false)",
+                (schema.WRITER_SETTING, str(schema.PG_SCHEMA_VERSION)),
+            )
+            # by hand: delete some rows, move others to another namespace
+            conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (ids[2:12],))
+            conn.execute("UPDATE memories SET user_id = 'b' WHERE id = ANY(%s)", (ids[12:15],))
+            # every row of b's batch deleted: its groups go
+            conn.execute("DELETE FROM memories WHERE id = ANY(%s)", (lone,))
+            _postings_match_the_live_rows(conn)
+            assert conn.execute(
+                "SELECT count(*) FROM posting_groups WHERE term = 'jam'"
+            ).fetchone() == (0,)
+        moved = store.search("kiwi", b, 10, mode="keyword", touch=False)
+        assert sorted(h.memory.id for h in moved) == sorted(ids[12:15])
+        hits = store.search("kiwi tart", a, 5, mode="keyword", touch=False)
+        full = store.search("kiwi tart", a, 5, mode="keyword", touch=False, filters=EVERYTHING)
+        assert hits[0].memory.id == ids[0]
+        _same_ranking(hits, full, "kiwi tart")
+    finally:
+        store.close()
+
+
+def test_a_filled_v7_store_migrates_to_grouped_postings(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the previous version: one postings row per memory and term, bounds in their own
+    # table, rows inserted by the writer of that version
+    monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 7)
+    old = as_old_writer(_open(pg_dsn), insert_rows_v7)
+    ns = Namespace(user_id="m", agent_id="a")
+    texts = _corpus(1500, seed=13)
+    ids = [r.id for r in old.add_many(ns, texts, dedup=False)]
+    old.add_many(Namespace(user_id="n"), texts[:200], dedup=False)
+    old.update(ns, ids[0], content="w5 w5 w5 changed before the migration")
+    old.delete(ns, ids[1])
+    old.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (7,)
+        before = conn.execute(
+            f"SELECT term, {NS_COLS}, df FROM term_stats ORDER BY 1, 2, 3, 4, 5"
+        ).fetchall()
+        bounds = conn.execute(
+            f"SELECT term, {NS_COLS}, max_tf, min_doclen FROM term_bounds ORDER BY 1, 2, 3, 4, 5"
+        ).fetchall()
+    monkeypatch.undo()
+    store = _open(pg_dsn)
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (
+                schema.PG_SCHEMA_VERSION,
+            )
+            _postings_match_the_live_rows(conn)
+            # the statistics and the bounds are carried over as they were
+            assert (
+                conn.execute(
+                    f"SELECT term, {NS_COLS}, df FROM term_stats ORDER BY 1, 2, 3, 4, 5"
+                ).fetchall()
+                == before
+            )
+            assert (
+                conn.execute(
+                    f"SELECT term, {NS_COLS}, max_tf, min_doclen FROM term_bounds "
+                    "ORDER BY 1, 2, 3, 4, 5"
+                ).fetchall()
+                == bounds
+            )
+            # the migrated rows are grouped by 1,024 consecutive seq numbers
+            sizes = conn.execute(
+                "SELECT max(cardinality(ids)) FROM posting_groups WHERE pgrp < 0"
+            ).fetchone()
+            assert sizes is not None and 0 < sizes[0] <= 1024
+        for query in ["w5", "w0 w1", "w3 w17 tag5", "changed migration"]:
+            hits = store.search(query, ns, 15, mode="keyword", touch=False)
+            full = store.search(query, ns, 15, mode="keyword", touch=False, filters=EVERYTHING)
+            _same_ranking(hits, full, query)
+        assert store.search("changed migration", ns, 1, mode="keyword")[0].memory.id == ids[0]
+        # writes after the migration keep the postings in step
+        store.add_many(ns, ["fresh words after w5", "more w5 words"], dedup=False)
+        store.update(ns, ids[3], content="w7 rewritten after the migration")
+        store.delete(ns, ids[2])
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            _postings_match_the_live_rows(conn)
     finally:
         store.close()
 

@@ -261,3 +261,46 @@ def test_a_database_with_doubled_postings_migrates_to_unique_ones(
         assert [h.bm25 for h in hits] == pytest.approx([h.bm25 for h in rows], rel=1e-9)
     finally:
         store.close()
+
+
+def test_a_row_inserted_by_hand_written_sql_is_refused_naming_why(pg_dsn: str) -> None:
+    # rows get their keyword statistics and postings from the store's insert path only
+    # (a trigger reading inserted rows would make COPY store them one at a time): an
+    # INSERT or COPY of other SQL is refused instead of storing a row keyword search
+    # cannot find; updates and deletes by SQL stay allowed (triggers keep them in step)
+    store = _open(pg_dsn)
+    ns = Namespace(user_id="u")
+    kept = store.add(ns, "kiwi stored by the store").id
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT set_config(%s, %s, false)",
+                (schema.WRITER_SETTING, str(schema.PG_SCHEMA_VERSION)),
+            )
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute(ROW, ("by-hand", [1], 1))
+            message = str(err.value)
+            assert "only through the actormem store" in message
+            assert "nothing was inserted" in message and "keyword" in message
+            copy_sql = (
+                "COPY memories (id, kind, content, content_hash, importance, created_at, "
+                "updated_at, last_accessed) FROM STDIN"
+            )
+            with (
+                pytest.raises(psycopg.Error, match="only through the actormem store"),
+                conn.cursor() as cur,
+                cur.copy(copy_sql) as copy,
+            ):
+                copy.write_row(("copied", "fact", "kiwi", "h", 0.5, 0, 0, 0))
+            assert conn.execute("SELECT id FROM memories").fetchall() == [(kept,)]
+            conn.execute(
+                "UPDATE memories SET content = 'kiwi by hand', terms = '{kiwi,hand}', "
+                "tfs = '{1,1}', doclen = 2 WHERE id = %s",
+                (kept,),
+            )
+        # the store's own writes go on; the hand-written update is found by keyword
+        store.add(ns, "plum stored after the refusal")
+        assert [h.memory.id for h in store.search("hand", ns, 5, mode="keyword")] == [kept]
+        assert len(store.list(ns)) == 2
+    finally:
+        store.close()
