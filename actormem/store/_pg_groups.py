@@ -98,21 +98,22 @@ def _append_sql(rows: str) -> str:
 
 
 def _remove_sql(rows: str) -> str:
-    """Take ``rows`` (namespace, ``id``, ``pgrp``, ``terms``) out of their groups' arrays,
-    then drop the groups left empty (two statements)."""
+    """Take ``rows`` (namespace, ``id``, ``pgrp``, ``terms``) out of their groups: drop
+    the groups they empty, rewrite the others' arrays (two statements)."""
     gone = (
         f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS gone FROM ({rows}) AS r, "
         f"unnest(r.terms) AS u(term) GROUP BY u.term, {_NS}, r.pgrp"
     )
+    # the groups losing every row go first (a namespace forgotten, a batch deleted),
+    # then the others are rewritten without the rows that went
     return (
-        f"WITH d AS ({gone}) UPDATE posting_groups g SET (ids, tfs, doclens) = ("
-        "SELECT coalesce(array_agg(e.id ORDER BY e.o), '{}'), "
-        "coalesce(array_agg(e.tf ORDER BY e.o), '{}'), "
-        "coalesce(array_agg(e.dl ORDER BY e.o), '{}') "
-        "FROM unnest(g.ids, g.tfs, g.doclens) WITH ORDINALITY AS e(id, tf, dl, o) "
-        f"WHERE e.id <> ALL(d.gone)) FROM d WHERE {_KEY_EQ};\n"
         f"WITH d AS ({gone}) DELETE FROM posting_groups g USING d "
-        f"WHERE {_KEY_EQ} AND cardinality(g.ids) = 0;"
+        f"WHERE {_KEY_EQ} AND g.ids <@ d.gone;\n"
+        f"WITH d AS ({gone}) UPDATE posting_groups g SET (ids, tfs, doclens) = ("
+        "SELECT array_agg(e.id ORDER BY e.o), array_agg(e.tf ORDER BY e.o), "
+        "array_agg(e.dl ORDER BY e.o) "
+        "FROM unnest(g.ids, g.tfs, g.doclens) WITH ORDINALITY AS e(id, tf, dl, o) "
+        f"WHERE e.id <> ALL(d.gone)) FROM d WHERE {_KEY_EQ};"
     )
 
 
