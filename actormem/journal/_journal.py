@@ -220,7 +220,9 @@ class Journal(DailyJournal, StateModule):
         self._summarizer: Summarizer = self._make_summarizer(model)
         self._views = ViewWriter(self.label)
         self._log_lines: dict[str, str] = {}  # LOG.md lines of the live entries, by id
-        self._compact_lock = threading.Lock()  # before _lock; one compaction at a time
+        # before _lock; one compaction at a time (re-entered when a closed writer runs
+        # a compaction's LOG.md job, and with it the next compaction, inline)
+        self._compact_lock = threading.RLock()
         # NOW.md versions: the hashes acknowledged since the one on disk (that
         # one first), and the signatures of files the view writer wrote.
         self._hash_lock = threading.Lock()
@@ -619,7 +621,8 @@ class Journal(DailyJournal, StateModule):
         def job() -> None:  # on the view writer's thread, the only user of _log_lines
             text = render(self, live, compaction, self._log_lines)
             replace_view(self.path(LOG_FILE), text)  # a view, rebuilt at start
-            if log_over(self, len(live), len(text.encode("utf-8", "surrogatepass"))):
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if len(live) > self.config.log_keep_entries and log_over(self, len(live), size):
                 self._views.start_side(self._compact_due)
 
         self._views.put(LOG_FILE, job)

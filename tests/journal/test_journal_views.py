@@ -151,3 +151,26 @@ def test_close_writes_every_queued_update(
     assert "thought 4" in (journal.folder / "LOG.md").read_text()
     rt.update_now("after close", [])  # written on the caller's thread
     assert "after close" in (journal.folder / "NOW.md").read_text()
+
+
+def test_after_close_files_and_compactions_run_on_the_callers_thread(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(log_max_bytes=1_000, log_keep_entries=2)
+    journal = rt.journal
+    assert journal is not None
+    journal.close()
+    done = threading.Event()
+
+    def work() -> None:
+        for i in range(6):  # each entry alone is near the size threshold
+            rt.log("TOOL_USE", f"fetch(page={i}) -> " + "x" * 400)
+        done.set()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done.is_set(), "logging after close hung"
+    assert journal.last_compaction is not None  # compacted inline, nothing queued
+    text = (journal.folder / "LOG.md").read_text()
+    assert "fetch(page=5)" in text and "## Summary of entries" in text
