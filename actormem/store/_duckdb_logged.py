@@ -330,7 +330,7 @@ class DuckDBLogged:
         last = pending[-1].seq
         if touch_sql is not None:
             script.append(touch_sql)
-            self._note_commit(last, touches)  # access counts stored under the last number
+            self._note_commit(last, touches)  # under the last number: a second entry, synced
         script.append(f"UPDATE store_meta SET value = {lit(str(last))} WHERE key = 'commit_seq'")
         script.append("COMMIT")
         try:

@@ -161,8 +161,9 @@ class DuckDBOpening:
                 self._since = SinceLog.start(since_path, self._store_id, self._seq)
                 return
             if self._catch_up(ids, base):
+                assert since is not None  # ids came from it
                 self._snapshot_seq = base
-                self._since = SinceLog.reopen(since_path)
+                self._since = SinceLog.reopen(since_path, since)
                 return
             drop_snapshot(snapshot)
             self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
@@ -226,7 +227,7 @@ class DuckDBOpening:
         if since is None:
             return
         if ids is None:
-            since.drop("a commit that does not say which memories it writes")
+            since.drop("a commit that does not say which memories it writes", seq)
         else:
             since.note(seq, ids)
         if not since.active:

@@ -13,8 +13,18 @@ own commit number and re-read just those rows from DuckDB
 
 Format: a header (magic, length, CRC-32, msgpack ``[store_id, base_seq]``)
 and entries (length, CRC-32, msgpack ``[seq, [ids...]]``), appended with one
-``write`` each and never synced: the file only saves work, so losing some of
-it costs a rebuild, never a wrong index.  It is trusted only when:
+``write`` each.  Entries are not synced as a rule: the file only saves work,
+so losing its end (a power cut) must cost a rebuild, never a wrong index.
+That holds while each commit number has one entry: losing it leaves a gap.
+A number can get a second entry -- the applier notes the access counts it
+stores under the number of the last record it commits, which already has
+the record's entry; a commit that failed leaves its entry and the retry,
+which takes the same number, adds another -- and losing only that later
+entry would leave the number looking covered.  So a note for a number not
+above the highest one already in the file syncs the file (``fdatasync``)
+before it returns, that is before its commit: all entries of that number
+are then on disk together.  A single write (one entry for a new number)
+never syncs.  It is trusted only when:
 
 * it names the store (``store_id``) and the snapshot's commit number
   (``base_seq``) is the one the snapshot and its delta load at;
@@ -25,13 +35,16 @@ it costs a rebuild, never a wrong index.  It is trusted only when:
 
 Anything else rebuilds the index, as before.  A commit that cannot say
 which memories it changed (``forget``, re-embedding, anything not declared)
-removes the file instead of appending to it, and so does a failed append.
-Each entry is appended *before* its commit (for a logged write: before its
-record is written), so no commit that reached the database lacks its entry;
-a commit that then fails leaves ids that are merged into the next commit
-with the same number, which only makes the open read more rows.  Close
-removes the file before writing the snapshot and starts a new one after, so
-a crash in the middle never pairs a new snapshot with old entries.
+removes the file instead of appending to it, and so does a failed append
+(the removal is synced, through the folder, when the number already has an
+entry).  Each entry is appended *before* its commit (for a logged write:
+before its record is written), so no commit that reached the database lacks
+its entry; a commit that then fails leaves ids that are merged into the
+next commit with the same number, which only makes the open read more rows.
+The open that uses the file cuts a torn or garbled end off before appending
+(:meth:`SinceLog.reopen`): else every later entry would be unreadable.
+Close removes the file before writing the snapshot and starts a new one
+after, so a crash in the middle never pairs a new snapshot with old entries.
 """
 
 from __future__ import annotations
@@ -71,6 +84,13 @@ class SinceFile:
     store_id: str
     base_seq: int
     entries: dict[int, list[str]] = field(default_factory=dict)
+    #: Where the readable part ends (after the header and the last whole entry).
+    end: int = 0
+
+    @property
+    def last_seq(self) -> int:
+        """The highest commit number with an entry (``base_seq`` when none has)."""
+        return max(self.entries, default=self.base_seq)
 
     def ids_through(self, seq: int) -> set[str] | None:
         """The ids changed by commits ``base_seq + 1 .. seq``; None unless each has its entry.
@@ -111,7 +131,7 @@ def read_since(path: str) -> SinceFile | None:
         store_id, base_seq = msgspec.msgpack.decode(head, type=tuple[str, int])
     except msgspec.DecodeError:
         return None
-    out = SinceFile(store_id=store_id, base_seq=base_seq)
+    out = SinceFile(store_id=store_id, base_seq=base_seq, end=pos)
     while pos < len(raw):
         found = _entry(raw, pos)
         if found is None:
@@ -122,6 +142,7 @@ def read_since(path: str) -> SinceFile | None:
         except msgspec.DecodeError:
             break
         out.entries.setdefault(seq, []).extend(ids)
+        out.end = pos
     return out
 
 
@@ -138,18 +159,33 @@ def _entry(raw: bytes, pos: int) -> tuple[bytes, int] | None:
     return payload, start + size
 
 
-def remove_since(path: str) -> None:
-    """Remove the since-file (absent is fine)."""
+def remove_since(path: str, *, durable: bool = False) -> None:
+    """Remove the since-file (absent is fine); ``durable``: sync the folder after."""
     with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
         os.unlink(path)
+    if durable:
+        with contextlib.suppress(OSError):
+            fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _sync(fd: int) -> None:
+    """Put what was written to ``fd`` on disk (its data and size)."""
+    sync = getattr(os, "fdatasync", os.fsync)  # no fdatasync on macOS
+    sync(fd)
 
 
 class SinceLog:
     """The open since-file of a store: appends one entry per commit."""
 
-    def __init__(self, path: str, fd: int) -> None:
+    def __init__(self, path: str, fd: int, last_seq: int) -> None:
         self.path = path
         self._fd: int | None = fd
+        #: The highest commit number with an entry in the file (the base when none).
+        self._last = last_seq
         # The applier thread notes access counts while the writer may drop the file.
         self._lock = threading.Lock()
 
@@ -162,20 +198,34 @@ class SinceLog:
         except OSError as exc:
             log.warning("store.index_since_failed", path=path, error=str(exc))
             return None
-        out = cls(path, fd)
+        out = cls(path, fd, base_seq)
         with out._lock:
             ok = out._write(_MAGIC + _frame(_encode([store_id, base_seq])))
         return out if ok else None
 
     @classmethod
-    def reopen(cls, path: str) -> SinceLog | None:
-        """Append to the since-file the open just used (it stays valid)."""
+    def reopen(cls, path: str, since: SinceFile) -> SinceLog | None:
+        """Append to the since-file the open just used (``since``, as read: it stays valid).
+
+        What follows its last whole entry (an append torn by a crash, a
+        garbled entry and the ones after it, which the reader ignores) is cut
+        off first: entries appended after it would be unreadable too.
+        """
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
             log.warning("store.index_since_failed", path=path, error=str(exc))
             return None
-        return cls(path, fd)
+        try:
+            if os.fstat(fd).st_size > since.end:
+                os.ftruncate(fd, since.end)
+                log.info("store.index_since_tail_cut", path=path, at=since.end)
+        except OSError as exc:
+            log.warning("store.index_since_failed", path=path, error=str(exc))
+            os.close(fd)
+            remove_since(path)
+            return None
+        return cls(path, fd, since.last_seq)
 
     @property
     def active(self) -> bool:
@@ -186,19 +236,49 @@ class SinceLog:
 
         Noted before: a crash after the commit then never misses it, and a
         commit that fails leaves ids that the next commit, which takes the
-        same number, adds to -- reading more rows again is harmless.
+        same number, adds to -- reading more rows again is harmless.  When
+        ``seq`` may have an entry already (it is not above the highest
+        noted), the file is synced before this returns: losing only this
+        entry to a power cut would leave ``seq`` looking covered.  The sync
+        runs on a copy of the descriptor, outside the lock, so the writer's
+        notes of new numbers never wait for it.
         """
         data = _frame(_encode([seq, sorted(ids)]))
         with self._lock:
-            if self._fd is not None:
-                self._write(data)
+            if self._fd is None:
+                return
+            again = seq <= self._last
+            self._last = max(self._last, seq)
+            if not self._write(data, durable=again) or not again:
+                return
+            try:
+                fd = os.dup(self._fd)
+            except OSError as exc:
+                self._fail(exc, durable=True)
+                return
+        try:
+            _sync(fd)
+        except OSError as exc:
+            with self._lock:
+                if self._fd is not None:
+                    self._fail(exc, durable=True)
+                else:  # dropped meanwhile: make sure the removal is on disk
+                    remove_since(self.path, durable=True)
+        finally:
+            os.close(fd)
 
-    def drop(self, reason: str) -> None:
-        """Remove the file: a commit changed what this file cannot describe."""
+    def drop(self, reason: str, seq: int | None = None) -> None:
+        """Remove the file: commit ``seq`` changed what this file cannot describe.
+
+        When ``seq`` may have an entry already (a failed commit's), the
+        removal is synced: else a power cut could bring the file back with
+        that entry standing for this commit.
+        """
         if self._fd is None:
             return
+        durable = seq is None or seq <= self._last
         self.close()
-        remove_since(self.path)
+        remove_since(self.path, durable=durable)
         log.debug("store.index_since_dropped", path=self.path, reason=reason)
 
     def close(self) -> None:
@@ -208,18 +288,23 @@ class SinceLog:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _write(self, data: bytes) -> bool:
-        """Append ``data`` (lock held); on failure remove the file."""
+    def _write(self, data: bytes, *, durable: bool = False) -> bool:
+        """Append ``data`` (lock held); on failure remove the file (``durable``: synced)."""
         assert self._fd is not None
         try:
             done = os.write(self._fd, data)
             if done != len(data):  # a short write (disk full): the entry is torn
                 raise OSError(f"short write ({done} of {len(data)} bytes)")
         except OSError as exc:
-            log.warning("store.index_since_failed", path=self.path, error=str(exc))
-            fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-            remove_since(self.path)
+            self._fail(exc, durable=durable)
             return False
         return True
+
+    def _fail(self, exc: OSError, *, durable: bool) -> None:
+        """Close and remove the file after ``exc`` (lock held)."""
+        log.warning("store.index_since_failed", path=self.path, error=str(exc))
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        remove_since(self.path, durable=durable)

@@ -20,12 +20,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 
 from actormem.store import DuckDBStore, Namespace
 from actormem.store._acklog import AckLog
-from actormem.store._index_since import SinceLog, read_since
+from actormem.store._index_since import _HEAD, _MAGIC, SinceLog, read_since
 from tests.store.test_store_index_file import ALICE, BOB, _answers, _events, _fill, _open
 
 EVERYONE = Namespace(agent_id="bot")
@@ -227,3 +228,155 @@ def test_entries_past_the_file_are_ignored_and_gaps_refused(tmp_path: Path) -> N
     assert read_since(path) is None
     os.unlink(path)
     assert read_since(path) is None
+
+
+def _frames(data: bytes) -> list[tuple[int, int]]:
+    """``(seq, end offset)`` of each whole entry of a since-file's bytes."""
+    pos = len(_MAGIC)
+    size, _ = _HEAD.unpack_from(data, pos)
+    pos += _HEAD.size + size  # the header
+    out = []
+    while pos + _HEAD.size <= len(data):
+        size, _ = _HEAD.unpack_from(data, pos)
+        if pos + _HEAD.size + size > len(data):
+            break
+        seq, _ids = msgspec.msgpack.decode(data[pos + _HEAD.size : pos + _HEAD.size + size])
+        pos += _HEAD.size + size
+        out.append((seq, pos))
+    return out
+
+
+def _counts_session_then_kill(path: Path) -> tuple[str, str]:
+    """A child counts a retrieval, adds (logged) and lets the applier commit both; SIGKILLed.
+
+    Its ``os.fdatasync`` notes the since-file's size at each sync in
+    ``<since>.synced``: what a power cut cannot take away.  Returns the ids
+    of the touched memory and of the added one.
+    """
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        since = os.path.realpath({str(_since(path))!r})
+        synced = open(since + ".synced", "w")
+        real = os.fdatasync
+        def fdatasync(fd):
+            if os.readlink(f"/proc/self/fd/{{fd}}") == since:
+                synced.write(f"{{os.fstat(fd).st_size}}\\n")
+                synced.flush()
+            real(fd)
+        os.fdatasync = fdatasync
+        alice = Namespace(user_id="alice", agent_id="bot")
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(32), index_snapshot_min_rows=0,
+                            touch_flush_interval=None, near_duplicate_threshold=None,
+                            clock=lambda: 1_700_000_000.0)
+        print("TOUCHED", store.search("apple river", alice, 1)[0].memory.id, flush=True)
+        print("ADDED", store.add(alice, "a new memory about giraffes").id, flush=True)
+        store.count(alice)  # a read of DuckDB: the record and the count committed together
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    said = dict(line.split() for line in proc.stdout.splitlines())
+    return said["TOUCHED"], said["ADDED"]
+
+
+def test_a_power_cut_that_loses_unsynced_entries_never_misleads_the_catch_up(
+    tmp_path: Path,
+) -> None:
+    """The applier's access counts share the record's commit number (two entries).
+
+    A power cut keeps the since-file only up to its last sync.  For every
+    length it may have been cut to (each whole entry from the synced size
+    on), the open must answer like a rebuild: the touched memory's count
+    included.  Before the fix the file was never synced, and cutting the
+    counts' entry alone left the number looking covered: accepted, count lost.
+    """
+    path = _prepared(tmp_path)
+    touched, added = _counts_session_then_kill(path)
+    data = _since(path).read_bytes()
+    frames = _frames(data)
+    last = frames[-1][0]
+    assert [seq for seq, _ in frames].count(last) == 2  # the record's entry, then the counts'
+    synced_text = Path(str(_since(path)) + ".synced").read_text().split()
+    synced = max((int(s) for s in synced_text), default=0)
+    cuts = [end for _, end in frames if end >= synced]
+    assert cuts  # the whole file is one of them
+    for cut in cuts:
+        copy = tmp_path / f"cut{cut}" / path.name
+        copy.parent.mkdir()
+        for suffix in ("", ".wal", ".acklog", ".commits", ".index", ".index.delta"):
+            if Path(str(path) + suffix).exists():
+                shutil.copy(str(path) + suffix, str(copy) + suffix)
+        _since(copy).write_bytes(data[:cut])
+        with _open(copy) as store:
+            rows = store._reader().execute(
+                "SELECT id, access_count, content FROM memories WHERE id IN (?, ?)",
+                [touched, added],
+            )
+            stored = {mid: (count, content) for mid, count, content in rows.fetchall()}
+            assert len(stored) == 2
+            for mid, (count, content) in stored.items():
+                rec = store._index.record(mid)
+                assert rec is not None and (rec.access_count, rec.content) == (count, content)
+
+
+def test_a_sync_only_when_a_commit_number_gets_a_second_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single writes never sync; a second entry for a number (counts, a retry) does."""
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_size)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    path = str(tmp_path / "x.index.since")
+    log = SinceLog.start(path, "store-a", 10)
+    assert log is not None
+    log.note(11, ["a"])
+    log.note(12, ["b"])
+    assert synced == []
+    log.note(12, ["c"])  # the applier's counts, or a retried commit
+    assert synced == [os.path.getsize(path)]
+    log.note(11, ["d"])  # anything not above the highest number noted
+    assert len(synced) == 2
+    log.note(13, ["e"])
+    assert len(synced) == 2
+    log.close()
+    since = read_since(path)
+    assert since is not None and since.last_seq == 13
+    # reopened, the numbers already in the file count: a ghost entry of a
+    # commit that never happened is a first entry the retry must not hide behind
+    log2 = SinceLog.reopen(path, since)
+    assert log2 is not None
+    log2.note(13, ["f"])
+    assert len(synced) == 3
+    log2.note(14, ["g"])
+    assert len(synced) == 3
+    log2.close()
+
+
+def test_a_torn_last_entry_is_cut_off_and_later_entries_read(tmp_path: Path) -> None:
+    """A SIGKILL mid-append leaves part of an entry: the open cuts it before appending."""
+    path = _prepared(tmp_path)
+    _session_then_kill(path)
+    with open(_since(path), "ab") as f:
+        f.write(b"\x40\x00\x00\x00\x01\x02")  # the start of an entry, torn
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        base = store._snapshot_seq
+        assert base < store.change_counter  # caught up
+        new = store.add(ALICE, "written after the torn entry was cut")
+        store.count(ALICE)  # into DuckDB
+        since = read_since(str(_since(path)))
+        assert since is not None and since.base_seq == base
+        ids = since.ids_through(store.change_counter)
+        assert ids is not None and new.id in ids  # the entries after the cut read
+        assert since.end == _since(path).stat().st_size  # nothing unreadable is left
