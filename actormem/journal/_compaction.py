@@ -80,19 +80,38 @@ def log_over(journal: Journal, entries: int, size: int) -> bool:
 
 
 def compact_log(journal: Journal, *, force: bool) -> LogCompaction | None:
-    """Compact the live log (``force``: whatever its size); None when nothing was compacted."""
-    with journal._compact_lock:
-        with journal._lock:
-            live = list(journal._live)
-            previous = journal._compaction
-        size_before = len(render(journal, live, previous).encode("utf-8", "surrogatepass"))
-        if not force and not log_over(journal, len(live), size_before):
-            return None  # a compaction in between already did it
-        keep = journal.config.log_keep_entries
-        old = live[: len(live) - keep] if keep else live
-        if not old:
+    """Compact the live log (``force``: whatever its size); None when nothing was compacted.
+
+    After close a due compaction (``force=False``) runs inline in a LOG.md job,
+    under the journal lock of the caller that logged: it must not wait for
+    ``_compact_lock`` (held by a compaction that waits for the journal lock),
+    so it is skipped when another thread compacts; that compaction's own LOG.md
+    job checks the threshold again when it ends.
+    """
+    if not force and journal._views.closed:
+        if not journal._compact_lock.acquire(blocking=False):
             return None
-        return _compact(journal, old, previous, size_before)
+        try:
+            return _compact_locked(journal, force=False)
+        finally:
+            journal._compact_lock.release()
+    with journal._compact_lock:
+        return _compact_locked(journal, force=force)
+
+
+def _compact_locked(journal: Journal, *, force: bool) -> LogCompaction | None:
+    """:func:`compact_log` with ``_compact_lock`` held."""
+    with journal._lock:
+        live = list(journal._live)
+        previous = journal._compaction
+    size_before = len(render(journal, live, previous).encode("utf-8", "surrogatepass"))
+    if not force and not log_over(journal, len(live), size_before):
+        return None  # a compaction in between already did it
+    keep = journal.config.log_keep_entries
+    old = live[: len(live) - keep] if keep else live
+    if not old:
+        return None
+    return _compact(journal, old, previous, size_before)
 
 
 def _compact(

@@ -24,9 +24,12 @@ form), never silently overwritten.
 
 A NOW.md the journal wrote is recognised by its inode, size and modification
 time without reading it (:data:`~actormem.journal._files.Signature`); any
-other NOW.md is read and hashed.  The one edit this could miss is an edit in
-place, of the same size, within the file system's timestamp tick of the
-journal's own write.
+other NOW.md is read and hashed.  The one edit this does not notice at once is
+an edit in place, of the same size, within the file system's timestamp tick
+of the journal's own write: the journal's next write of NOW.md reads the file,
+leaves it and forgets its signature, and the next use imports it.  The
+version on disk stays in the list while NOW.md writes fail (a full disk), so
+the file is caught up when they work again, never imported as an edit.
 
 Thread safety: every method takes the journal's lock; the runtime calls it
 from the caller's thread, the event-delivery thread (daily journal) and the
@@ -448,6 +451,8 @@ class Journal(DailyJournal, StateModule):
             digest = text_hash(text)
             with self._hash_lock:
                 ours = digest in self._now_versions
+                if ours and start:  # on disk: the versions before it are gone
+                    del self._now_versions[: self._now_versions.index(digest)]
                 if ours and before is not None and before == _stat(path):
                     self._now_sigs[before] = digest  # the next check needs no read
             if ours and not (start and digest != self._hashes.get(NOW_FILE)):
@@ -455,7 +460,7 @@ class Journal(DailyJournal, StateModule):
             if not ours:
                 edited = parse_now(text, updated_at=self.config.clock())
                 log.info("journal.now_imported", path=str(path), objective=edited.objective[:80])
-                self._now_version(digest)  # imported: the canonical form may replace it
+                self._now_version(digest, on_disk=True)  # the canonical form replaces it
                 self._append("SYSTEM", f"NOW.md was edited by hand; imported: {edited.objective}")
                 self._set_now(edited, log_entry=False, imported=True)
                 return
@@ -475,21 +480,39 @@ class Journal(DailyJournal, StateModule):
         else:
             self._queue_now(canonical, digest)
 
-    def _now_version(self, digest: str) -> list[str]:
+    def _now_version(self, digest: str, *, on_disk: bool = False) -> list[str]:
         """Note ``digest`` as a NOW.md version about to be acknowledged; the list to record.
 
-        Past ``_MAX_NOW_VERSIONS`` versions ahead of the file, waits for the
-        view writer first (its NOW.md job takes no journal lock).
+        The first version is the one on disk (``on_disk``: ``digest`` is, an
+        imported edit), never dropped, or the journal would take its own file
+        for an edit.  Past ``_MAX_NOW_VERSIONS``, waits for the view writer (its
+        NOW.md job takes no journal lock); if the writes keep failing (a full
+        disk), the versions between the one on disk and the newest are dropped:
+        nothing queued can write them any more.
         """
         for _ in range(2):
             with self._hash_lock:
-                if len(self._now_versions) < _MAX_NOW_VERSIONS:
-                    if digest not in self._now_versions:
-                        self._now_versions.append(digest)
-                    return list(self._now_versions)
+                versions = self._now_versions
+                if on_disk and digest in versions:
+                    versions.remove(digest)
+                    versions.insert(0, digest)
+                if digest in versions:
+                    return list(versions)
+                if len(versions) < _MAX_NOW_VERSIONS:
+                    if on_disk:
+                        versions.insert(0, digest)
+                    else:
+                        versions.append(digest)
+                    return list(versions)
             self._views.flush_key(NOW_FILE)
-        with self._hash_lock:  # the writer failed to catch up: keep the newest ones
-            self._now_versions = [*self._now_versions[-(_MAX_NOW_VERSIONS - 1) :], digest]
+        with self._hash_lock:  # the writer failed to catch up: keep the file's and the newest
+            if on_disk:
+                head, rest, tail = [digest], self._now_versions, []
+            else:
+                head, rest, tail = self._now_versions[:1], self._now_versions[1:], [digest]
+            rest = [v for v in rest if v != digest]
+            room = _MAX_NOW_VERSIONS - len(head) - len(tail)
+            self._now_versions = [*head, *rest[max(0, len(rest) - room) :], *tail]
             return list(self._now_versions)
 
     def _queue_now(self, text: str, digest: str) -> None:
@@ -497,12 +520,22 @@ class Journal(DailyJournal, StateModule):
         self._views.put(NOW_FILE, lambda: self._write_now(text, digest))
 
     def _write_now(self, text: str, digest: str) -> None:
-        """Replace NOW.md with ``text`` unless a person edited it since (then it is imported)."""
+        """Replace NOW.md with ``text`` unless a person edited it since (then it is imported).
+
+        The file is the journal's own when its hash is a version or the one
+        written at its signature.  Any other is left alone; an edit in place
+        that kept a signature of ours has it forgotten, so the next use imports it.
+        """
         path = self.path(NOW_FILE)
+        before = _stat(path)
         current = read_text(path)
         if current is not None and current.strip():
+            found = text_hash(current)
             with self._hash_lock:
-                edited = text_hash(current) not in self._now_versions
+                written_here = before is not None and self._now_sigs.get(before) == found
+                edited = found not in self._now_versions and not written_here
+                if edited and before is not None:
+                    self._now_sigs.pop(before, None)
             if edited:  # the next use imports it; never overwritten unread
                 log.info("journal.now_write_deferred", path=str(path), reason="edited by hand")
                 return
@@ -510,6 +543,8 @@ class Journal(DailyJournal, StateModule):
         with self._hash_lock:
             if digest in self._now_versions:  # the versions before it are gone from disk
                 del self._now_versions[: self._now_versions.index(digest)]
+            else:  # dropped while queued (cannot happen with the writer caught up): on disk now
+                self._now_versions.insert(0, digest)
             self._now_sigs = {sig: digest}  # older files of ours are gone
 
     # -- LOG -----------------------------------------------------------------------------------

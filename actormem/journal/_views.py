@@ -151,18 +151,46 @@ class ViewWriter:
                 self._urgent -= 1
         return True
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (jobs now run on the caller's thread)."""
+        return self._closed
+
     def close(self, timeout: float = CLOSE_WAIT) -> bool:
         """Flush, then stop the threads (later jobs run on the caller's thread).
+
+        The writer is marked closed in the same critical section that sees it
+        idle, so no job queued by another thread meanwhile runs on the writer's
+        thread after close, next to one run on a caller's thread.
 
         Returns:
             False when queued work was still running after ``timeout`` (logged).
         """
-        done = self.flush(timeout)
+        end = time.monotonic() + timeout
+        me = threading.current_thread()
         with self._cond:
-            self._closed = True
+            self._urgent += 1
             self._cond.notify_all()
+            try:
+                while True:
+                    if me is self._thread:  # a job closing its own writer
+                        done = not self._jobs
+                        break
+                    done = (
+                        not self._jobs
+                        and self._running is None
+                        and (self._side is None or self._side is me)
+                    )
+                    left = end - time.monotonic()
+                    if done or left <= 0:
+                        break
+                    self._cond.wait(left)
+                self._closed = True
+                self._cond.notify_all()
+            finally:
+                self._urgent -= 1
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        if thread is not None and thread is not me:
             thread.join(timeout if done else 0.1)
         if not done:
             log.error("journal.views_not_flushed", label=self.label, seconds=timeout)
