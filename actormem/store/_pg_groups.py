@@ -210,25 +210,8 @@ def group_postings(conn: Any, dim: int) -> None:
         + raise_bounds_sql(came)
         + ";",
     }
-    tables = {
-        "delete": "OLD TABLE AS old_rows",
-        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    }
-    for op, body in bodies.items():
-        conn.execute(
-            f"""
-            CREATE FUNCTION actormem_groups_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
-            BEGIN
-                {body}
-                RETURN NULL;
-            END $fn$"""
-        )
-        # named as before: fires before the statistics' trigger of the same event
-        conn.execute(
-            f"CREATE TRIGGER memories_postings_{op} AFTER {op.upper()} ON memories "
-            f"REFERENCING {tables[op]} FOR EACH STATEMENT "
-            f"EXECUTE FUNCTION actormem_groups_{op}()"
-        )
+    # named as before: fires before the statistics' trigger of the same event
+    statement_triggers(conn, "groups", "postings", bodies)
     # -- inserts only through the store ---------------------------------------------------------
     conn.execute(
         f"""
@@ -255,3 +238,35 @@ def group_postings(conn: Any, dim: int) -> None:
     conn.execute("DROP INDEX memories_terms")
     conn.execute("ANALYZE posting_groups")
     conn.execute("ANALYZE term_stats")
+
+
+#: The transition tables a statement trigger on ``memories`` reads, per event.
+_TRANSITION: Final = {
+    "insert": "NEW TABLE AS new_rows",
+    "delete": "OLD TABLE AS old_rows",
+    "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+}
+
+
+def statement_triggers(conn: Any, function: str, trigger: str, bodies: dict[str, str]) -> None:
+    """Create, per event of ``bodies``, the PL/pgSQL function ``actormem_<function>_<op>``
+    running that body once per statement and the trigger ``memories_<trigger>_<op>``
+    calling it with the statement's transition tables (``new_rows`` / ``old_rows``).
+
+    Every migration step that keeps derived tables in step with ``memories``
+    (statistics, postings, posting groups) creates its triggers this way.
+    """
+    for op, body in bodies.items():
+        conn.execute(
+            f"""
+            CREATE FUNCTION actormem_{function}_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
+            BEGIN
+                {body}
+                RETURN NULL;
+            END $fn$"""
+        )
+        conn.execute(
+            f"CREATE TRIGGER memories_{trigger}_{op} AFTER {op.upper()} ON memories "
+            f"REFERENCING {_TRANSITION[op]} FOR EACH STATEMENT "
+            f"EXECUTE FUNCTION actormem_{function}_{op}()"
+        )

@@ -46,7 +46,7 @@ from typing import Any, Final
 
 import structlog
 
-from actormem.store._pg_groups import group_postings
+from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = [
@@ -287,26 +287,16 @@ def _add_stats(conn: Any, dim: int) -> None:
                 IS DISTINCT FROM
                 (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))""",
     }
-    tables = {
-        "insert": "NEW TABLE AS new_rows",
-        "delete": "OLD TABLE AS old_rows",
-        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    }
-    for op, body in bodies.items():
-        conn.execute(
-            f"""
-            CREATE FUNCTION actormem_stats_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
-            BEGIN
-                WITH d AS ({body}) {_DELTA_SCOPES};
-                WITH d AS ({body}) {_DELTA_TERMS};
-                RETURN NULL;
-            END $fn$"""
-        )
-        conn.execute(
-            f"CREATE TRIGGER memories_stats_{op} AFTER {op.upper()} ON memories "
-            f"REFERENCING {tables[op]} FOR EACH STATEMENT "
-            f"EXECUTE FUNCTION actormem_stats_{op}()"
-        )
+    statement_triggers(
+        conn,
+        "stats",
+        "stats",
+        {
+            op: f"WITH d AS ({body}) {_DELTA_SCOPES};\n"
+            f"                WITH d AS ({body}) {_DELTA_TERMS};"
+            for op, body in bodies.items()
+        },
+    )
     # neighbouring episodes (search context) of a concrete namespace, in order
     conn.execute(
         f"CREATE INDEX memories_episodes ON memories ({_NS}, seq) "
@@ -420,25 +410,7 @@ def _add_postings(conn: Any, dim: int) -> None:
         + bound_sql(came)
         + ";",
     }
-    tables = {
-        "insert": "NEW TABLE AS new_rows",
-        "delete": "OLD TABLE AS old_rows",
-        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    }
-    for op, body in bodies.items():
-        conn.execute(
-            f"""
-            CREATE FUNCTION actormem_postings_{op}() RETURNS trigger LANGUAGE plpgsql AS $fn$
-            BEGIN
-                {body}
-                RETURN NULL;
-            END $fn$"""
-        )
-        conn.execute(
-            f"CREATE TRIGGER memories_postings_{op} AFTER {op.upper()} ON memories "
-            f"REFERENCING {tables[op]} FOR EACH STATEMENT "
-            f"EXECUTE FUNCTION actormem_postings_{op}()"
-        )
+    statement_triggers(conn, "postings", "postings", bodies)
     conn.execute("ANALYZE postings")
     conn.execute("ANALYZE term_bounds")
 
