@@ -112,43 +112,38 @@ class ViewWriter:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until no job is queued or running and no side job runs; False on timeout."""
-        end = None if timeout is None else time.monotonic() + timeout
         me = threading.current_thread()
+
+        def busy() -> bool:
+            side = self._side is not None and self._side is not me
+            return bool(self._jobs) or self._running is not None or side
+
         with self._cond:
-            self._urgent += 1
-            self._cond.notify_all()
-            try:
-                while (
-                    self._jobs
-                    or self._running is not None
-                    or (self._side is not None and self._side is not me)
-                ):
-                    if me is self._thread:  # a job waiting for itself would never return
-                        return not self._jobs
-                    left = None if end is None else end - time.monotonic()
-                    if left is not None and left <= 0:
-                        return False
-                    self._cond.wait(left)
-            finally:
-                self._urgent -= 1
-        return True
+            if me is self._thread:  # a job waiting for itself would never return
+                return not busy() or not self._jobs
+            return self._wait_while(busy, timeout)
 
     def flush_key(self, key: str, timeout: float | None = None) -> bool:
         """Wait until no job of ``key`` is queued or running; False on timeout."""
-        end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             if threading.current_thread() is self._thread:
                 return key not in self._jobs
-            self._urgent += 1
-            self._cond.notify_all()
-            try:
-                while key in self._jobs or self._running == key:
-                    left = None if end is None else end - time.monotonic()
-                    if left is not None and left <= 0:
-                        return False
-                    self._cond.wait(left)
-            finally:
-                self._urgent -= 1
+            return self._wait_while(lambda: key in self._jobs or self._running == key, timeout)
+
+    def _wait_while(self, busy: Callable[[], bool], timeout: float | None) -> bool:
+        """With ``_cond`` held: mark the wait urgent (the writer skips its delay) and
+        wait until ``busy()`` is false; False on timeout."""
+        end = None if timeout is None else time.monotonic() + timeout
+        self._urgent += 1
+        self._cond.notify_all()
+        try:
+            while busy():
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+        finally:
+            self._urgent -= 1
         return True
 
     @property
