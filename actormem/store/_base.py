@@ -14,13 +14,13 @@ A backend subclasses :class:`StoreBase` and supplies the database side:
 
 The decisions themselves live in :mod:`actormem.store._planning`, the file
 formats in :mod:`actormem.store._files`, the ranking in
-:mod:`actormem.store._ranking`.
+:mod:`actormem.store._ranking`; the maintenance actions and export/import
+are mixins beside this file (``_base_maintenance``, ``_base_files``).
 """
 
 from __future__ import annotations
 
 import builtins
-import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -33,19 +33,14 @@ import structlog
 
 from actormem._door import check_json_object
 from actormem.models.base import Embedder
-from actormem.store import _files
-from actormem.store._files import check_path, iter_rows, records_from_rows, write_export
+from actormem.store._base_files import Transfer
+from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
-from actormem.store._kinds import check_keyed_scope, merge_kind
-from actormem.store._limits import MAINTENANCE_ARGS, STORE_SETTINGS, Span
+from actormem.store._kinds import check_keyed_scope
+from actormem.store._limits import STORE_SETTINGS
 from actormem.store._planning import (
     Planner,
-    jaccard,
-    plan_merges,
-    remove_records,
-    similar_pairs,
 )
-from actormem.store._protocol import ProgressCallback
 from actormem.store._ranking import Scored
 from actormem.store._records import (
     Batch,
@@ -57,14 +52,11 @@ from actormem.store._records import (
     json_text,
     query_text,
 )
-from actormem.store._relevance import DAY_SECONDS, RelevanceWeights, decayed_relevance
+from actormem.store._relevance import RelevanceWeights
 from actormem.store._rerank import QueryRerank, Reranker
 from actormem.store._types import (
     EmbeddingError,
-    ExportReport,
-    ImportReport,
     InvalidMemoryError,
-    MaintenanceReport,
     MemoryNotFoundError,
     MemoryRecord,
     Namespace,
@@ -88,7 +80,7 @@ T = TypeVar("T")
 Plan = Callable[[Planner, float, Batch], T]
 
 
-class StoreBase:
+class StoreBase(Maintenance, Transfer):
     """The backend-independent half of a :class:`~actormem.store.MemoryStore`."""
 
     _embedder: Embedder
@@ -111,7 +103,7 @@ class StoreBase:
         check: Callable[[], None] = lambda: None,
     ) -> None:
         """Check and keep the settings every backend takes (``check`` runs in between)."""
-        _check_args(
+        check_args(
             STORE_SETTINGS,
             near_duplicate_threshold=near_duplicate_threshold,
             max_memories=max_memories,
@@ -557,294 +549,3 @@ class StoreBase:
             )
             for s, rec in scored
         ]
-
-    # -- maintenance ----------------------------------------------------------------------
-
-    def decay(
-        self, namespace: Namespace, *, rate: float = 0.95, threshold: float = 0.10
-    ) -> MaintenanceReport:
-        """Seed 000's decay: forget memories whose ``relevance * rate ** days_unused`` < threshold.
-
-        Args:
-            namespace: The scope.
-            rate: Daily retention factor.
-            threshold: Decayed relevance below which a memory is soft-deleted.
-        """
-        _check_args(MAINTENANCE_ARGS, "decay", rate=rate, threshold=threshold)
-        self._check_open()
-        scope = check_namespace(namespace)
-
-        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
-            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
-            if not state.records:
-                return MaintenanceReport(action="decay", examined=0)
-            rel = state.relevance(now, self._weights)
-            dec = decayed_relevance(rel, state.last, now, rate)
-            victims = [r for r, d in zip(state.records, dec, strict=True) if d < threshold]
-            removed = remove_records(
-                batch, victims, "decay", now, f"decayed relevance < {threshold}"
-            )
-            return MaintenanceReport(
-                action="decay",
-                examined=len(state.records),
-                removed=removed,
-                details={
-                    "rate": rate,
-                    "threshold": threshold,
-                    "mean_decayed": float(dec.mean()),
-                    "min_decayed": float(dec.min()),
-                },
-            )
-
-        return self._write("decay", plan)
-
-    def auto_forget(self, namespace: Namespace, *, threshold: float = 0.15) -> MaintenanceReport:
-        """Soft-delete memories whose relevance is below ``threshold``."""
-        _check_args(MAINTENANCE_ARGS, "auto_forget", threshold=threshold)
-        self._check_open()
-        scope = check_namespace(namespace)
-
-        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
-            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
-            rel = state.relevance(now, self._weights)
-            victims = [r for r, s in zip(state.records, rel, strict=True) if s < threshold]
-            removed = remove_records(batch, victims, "auto_forget", now, f"relevance < {threshold}")
-            return MaintenanceReport(
-                action="auto_forget",
-                examined=len(state.records),
-                removed=removed,
-                details={"threshold": threshold},
-            )
-
-        return self._write("auto_forget", plan)
-
-    def prune_stale(self, namespace: Namespace, *, max_age_days: float = 30.0) -> MaintenanceReport:
-        """Soft-delete memories not accessed for more than ``max_age_days``."""
-        _check_args(MAINTENANCE_ARGS, "prune_stale", max_age_days=max_age_days)
-        self._check_open()
-        scope = check_namespace(namespace)
-
-        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
-            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
-            cutoff = now - max_age_days * DAY_SECONDS
-            victims = [r for r, t in zip(state.records, state.last, strict=True) if t < cutoff]
-            removed = remove_records(
-                batch, victims, "prune_stale", now, f"unused > {max_age_days} days"
-            )
-            return MaintenanceReport(
-                action="prune_stale",
-                examined=len(state.records),
-                removed=removed,
-                details={"max_age_days": max_age_days},
-            )
-
-        return self._write("prune_stale", plan)
-
-    def enforce_cap(self, namespace: Namespace, max_memories: int) -> MaintenanceReport:
-        """Keep at most ``max_memories`` per concrete namespace, evicting the least relevant."""
-        _check_args(MAINTENANCE_ARGS, "enforce_cap", max_memories=max_memories)
-        self._check_open()
-        scope = check_namespace(namespace)
-
-        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
-            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
-            rel = state.relevance(now, self._weights)
-            groups: dict[tuple[str, str, str, str], list[tuple[float, float, MemoryRecord]]] = {}
-            for rec, score in zip(state.records, rel, strict=True):
-                groups.setdefault(rec.namespace.key(), []).append(
-                    (float(score), rec.created_at, rec)
-                )
-            victims: builtins.list[MemoryRecord] = []
-            for members in groups.values():
-                if len(members) > max_memories:
-                    members.sort(key=lambda m: (m[0], m[1]))
-                    victims.extend(m[2] for m in members[: len(members) - max_memories])
-            removed = remove_records(
-                batch, victims, "enforce_cap", now, f"over cap of {max_memories}"
-            )
-            return MaintenanceReport(
-                action="enforce_cap",
-                examined=len(state.records),
-                removed=removed,
-                details={"max_memories": max_memories},
-            )
-
-        return self._write("enforce_cap", plan)
-
-    def _merge_pairs(
-        self,
-        action: str,
-        namespace: Namespace,
-        accept: Callable[[MemoryRecord, MemoryRecord, float], bool],
-        prefilter: float,
-    ) -> MaintenanceReport:
-        self._check_open()
-        scope = check_namespace(namespace)
-
-        def plan(planner: Planner, now: float, batch: Batch) -> MaintenanceReport:
-            state = planner.view.scope_state(scope).maintained()  # never a keyed fact
-            examined = len(state.records)
-            state = state.merging()  # only facts merge, never episodes or other events
-            recs = state.records
-            if len(recs) < 2:
-                return MaintenanceReport(action=action, examined=examined)
-            rel = state.relevance(now, self._weights)
-            pairs = similar_pairs(state.vectors(), prefilter)
-            merged = plan_merges(action, recs, rel, pairs, accept, now, batch)
-            return MaintenanceReport(
-                action=action,
-                examined=examined,
-                removed=tuple(loser for _, loser in merged),
-                merged=tuple(merged),
-            )
-
-        return self._write(action, plan)
-
-    def prune_duplicates(
-        self, namespace: Namespace, *, threshold: float = 0.7
-    ) -> MaintenanceReport:
-        """Merge near-identical texts: word-set Jaccard >= ``threshold`` (seed 000).
-
-        Pairs are first found by cosine (>= 0.5) to avoid comparing every pair.
-        """
-        _check_args(MAINTENANCE_ARGS, "prune_duplicates", threshold=threshold)
-
-        def accept(a: MemoryRecord, b: MemoryRecord, sim: float) -> bool:
-            return jaccard(a.content, b.content) >= threshold
-
-        return self._merge_pairs("prune_duplicates", namespace, accept, min(0.5, threshold))
-
-    def consolidate(self, namespace: Namespace, *, threshold: float = 0.9) -> MaintenanceReport:
-        """Merge memories whose vectors have cosine >= ``threshold``.
-
-        The more relevant one survives and absorbs the other's access count,
-        the larger importance and the union of tags and source ids; the other
-        is marked ``superseded_by`` the survivor.
-        """
-        _check_args(MAINTENANCE_ARGS, "consolidate", threshold=threshold)
-        return self._merge_pairs("consolidate", namespace, lambda a, b, s: True, threshold)
-
-    # -- export / import ------------------------------------------------------------------
-
-    def export(
-        self,
-        namespace: Namespace,
-        path: str | os.PathLike[str],
-        *,
-        overwrite: bool = False,
-        progress: ProgressCallback | None = None,
-    ) -> ExportReport:
-        """Write every memory in the scope (live and deleted) to Parquet or JSONL.
-
-        The format follows the suffix (``.parquet`` or ``.jsonl``).  The file
-        is written beside the target and renamed into place when complete.
-
-        Raises:
-            InvalidMemoryError: Unknown suffix, missing folder, or the file
-                exists and ``overwrite`` is false.
-        """
-        target, fmt = check_path(path, must_exist=False)
-        if target.exists() and not overwrite:
-            raise InvalidMemoryError(f"{target} exists; pass overwrite=True to replace it")
-        self.flush()
-        total, batches, schema = self._export_source(check_namespace(namespace))
-        done = write_export(target, fmt, batches, schema, total, progress)
-        log.info("store.exported", path=str(target), format=fmt, memories=done)
-        return ExportReport(path=str(target), format=fmt, memories=done)
-
-    def import_(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        namespace: Namespace | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> ImportReport:
-        """Load memories exported by :meth:`export`.
-
-        Ids, timestamps, access counts and history-free state are kept; rows
-        whose id already exists are skipped, exact duplicates merged.
-        Vectors are reused when their size matches this store's, else
-        re-embedded.
-
-        Args:
-            path: A ``.parquet`` or ``.jsonl`` file.
-            namespace: Put every memory here instead of its own namespace.
-            progress: ``progress(done, total)``.
-
-        Raises:
-            InvalidMemoryError: Bad path or malformed rows.
-        """
-        self._check_open()
-        source, fmt = check_path(path, must_exist=True)
-        batch_size = _files.IMPORT_BATCH
-        # First pass: every row decoded and checked, one batch at a time, before
-        # anything is written -- a bad row late in the file stores nothing.
-        total = 0
-        for chunk in iter_rows(source, fmt, batch_size):
-            records_from_rows(chunk, namespace, self._dim, first=total + 1)
-            total += len(chunk)
-        # Second pass: the same batches, each one write transaction.
-        added = merged = done = 0
-        for chunk in iter_rows(source, fmt, batch_size):
-            a, m = self._import_chunk(chunk, namespace, first=done + 1)
-            added += a
-            merged += m
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-        log.info("store.imported", path=str(source), read=done, added=added, merged=merged)
-        return ImportReport(path=str(source), read=done, added=added, merged=merged)
-
-    def _import_chunk(
-        self, rows: Sequence[dict[str, Any]], namespace: Namespace | None, first: int = 1
-    ) -> tuple[int, int]:
-        records, vectors = records_from_rows(rows, namespace, self._dim, first=first)
-        missing = [i for i, v in enumerate(vectors) if v is None]
-        if missing:
-            fresh = self._embed([records[i].content for i in missing])
-            for pos, i in enumerate(missing):
-                vectors[i] = fresh[pos]
-
-        def plan(planner: Planner, now: float, batch: Batch) -> tuple[int, int]:
-            existing = planner.view.existing_ids([r.id for r in records])
-            merged = 0
-            seen: set[str] = set()
-            for rec, vec in zip(records, vectors, strict=True):
-                if rec.id in existing or rec.id in seen:
-                    continue
-                seen.add(rec.id)
-                if rec.alive and merge_kind(rec.kind):  # episodes and other events never merge
-                    dup = planner.view.find_hash(rec.namespace.key(), rec.content_hash)
-                    twin = planner.view.record(dup) if dup is not None else None
-                    if dup is not None and twin is not None and twin.kind == rec.kind:
-                        planner.fold(
-                            batch,
-                            dup,
-                            NewMemory(
-                                content=rec.content,
-                                kind=rec.kind,
-                                importance=rec.importance,
-                                tags=rec.tags,
-                            ),
-                            now,
-                            1.0,
-                            "import duplicate",
-                        )
-                        merged += 1
-                        continue
-                assert vec is not None
-                batch.inserts.append((rec, vec))
-                batch.log(rec.id, rec.namespace, "ADD", None, rec.content, "import")
-            live = [(r, v) for r, v in batch.inserts if r.alive]
-            dead = [(r, v) for r, v in batch.inserts if not r.alive]
-            batch.inserts = live + dead
-            return len(batch.inserts), merged
-
-        return self._write("import", plan)
-
-
-def _check_args(table: Mapping[str, Span], operation: str = "", **values: object) -> None:
-    """Check arguments against their declared ranges (:mod:`actormem.store._limits`)."""
-    for name, value in values.items():
-        span = table[f"{operation}.{name}" if operation else name]
-        span.check(value, name, error=InvalidMemoryError)

@@ -1,0 +1,215 @@
+"""The store suite, export and import: round trips, streamed imports, every
+column checked (runs once per backend)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actormem.store import (
+    InvalidMemoryError,
+    Namespace,
+    NewMemory,
+)
+from tests.store.conftest import StoreFactory
+
+# -- export / import -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl"])
+def test_export_import_round_trip(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path, suffix: str
+) -> None:
+    src = make_store("src")
+    items = [
+        NewMemory(content=f"fact {i}", importance=0.1 * i, tags=(f"t{i}",), metadata={"i": i})
+        for i in range(5)
+    ]
+    ids = [r.id for r in src.add_many(ns, items)]
+    src.delete(ns, ids[4])
+    src.search("fact 1", ns)
+    progress: list[tuple[int, int]] = []
+    out = tmp_path / f"export{suffix}"
+    rep = src.export(Namespace(user_id="alice"), out, progress=lambda d, t: progress.append((d, t)))
+    assert rep.memories == 5
+    assert progress[-1] == (5, 5)
+    with pytest.raises(InvalidMemoryError, match="exists"):
+        src.export(ns, out)
+    dst = make_store("dst")
+    imp = dst.import_(out)
+    assert imp.read == 5 and imp.added == 5
+    for mid in ids[:4]:
+        a, b = src.get(ns, mid), dst.get(ns, mid)
+        assert a is not None and b is not None
+        assert (a.content, a.tags, a.metadata, a.access_count) == (
+            b.content,
+            b.tags,
+            b.metadata,
+            b.access_count,
+        )
+        assert a.importance == pytest.approx(b.importance)
+        assert a.created_at == pytest.approx(b.created_at)
+    assert dst.get(ns, ids[4]) is None
+    assert dst.get(ns, ids[4], include_deleted=True) is not None
+    assert dst.search("fact 3", ns, mode="keyword")[0].memory.id == ids[3]
+    again = dst.import_(out)
+    assert again.added == 0
+    other = Namespace(user_id="carol")
+    moved = dst.import_(out, namespace=other)
+    assert moved.added == 0  # ids exist already
+    assert dst.count(other) == 0
+
+
+def test_export_paths_are_validated(store: Any, ns: Namespace, tmp_path: Path) -> None:
+    with pytest.raises(InvalidMemoryError, match=r"parquet or \.jsonl"):
+        store.export(ns, tmp_path / "x.csv")
+    with pytest.raises(InvalidMemoryError, match="does not exist"):
+        store.export(ns, tmp_path / "missing" / "x.parquet")
+    with pytest.raises(InvalidMemoryError, match="does not exist"):
+        store.import_(tmp_path / "nothing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\nnot json\n')
+    with pytest.raises(InvalidMemoryError):
+        store.import_(bad)
+
+
+def test_jsonl_export_is_readable_json(store: Any, ns: Namespace, tmp_path: Path) -> None:
+    store.add(ns, "line one", metadata={"k": "v"})
+    out = tmp_path / "x.jsonl"
+    store.export(ns, out)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["content"] == "line one"
+    assert rows[0]["metadata"] == {"k": "v"}
+    assert len(rows[0]["embedding"]) == 64
+
+
+# -- imports: streamed in batches, every column checked ------------------------------------
+
+
+def _export_rows(store: Any, ns: Namespace, tmp_path: Path, n: int) -> list[dict[str, Any]]:
+    """``n`` memories exported to JSONL and read back as the rows of the file."""
+    store.add_many(ns, [NewMemory(content=f"imported fact number {i}") for i in range(n)])
+    out = tmp_path / f"rows-{n}.jsonl"
+    store.export(ns, out)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_import_streams_in_batches(
+    make_store: StoreFactory,
+    ns: Namespace,
+    tmp_path: Path,
+    suffix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: an import read the whole file into Python first (200k rows: 1.7 GB)."""
+    import actormem.store._base_files as base
+    import actormem.store._files as files
+
+    src = make_store("src")
+    src.add_many(ns, [NewMemory(content=f"streamed memory number {i}") for i in range(1_234)])
+    out = tmp_path / f"big{suffix}"
+    src.export(ns, out)
+    monkeypatch.setattr(files, "IMPORT_BATCH", 500)
+    held: list[int] = []
+    decode = base.records_from_rows
+
+    def spy(rows: Any, *args: Any, **kwargs: Any) -> Any:
+        held.append(len(rows))
+        return decode(rows, *args, **kwargs)
+
+    monkeypatch.setattr(base, "records_from_rows", spy)
+    progress: list[tuple[int, int]] = []
+    dst = make_store("dst")
+    rep = dst.import_(out, progress=lambda d, t: progress.append((d, t)))
+    assert rep.read == rep.added == 1_234
+    assert max(held) <= 500 and sum(held) == 2 * 1_234  # checked, then written, by batches
+    assert progress == [(500, 1_234), (1_000, 1_234), (1_234, 1_234)]
+    assert dst.count(ns) == 1_234
+
+
+_BAD_COLUMNS: list[tuple[str, object]] = [
+    ("created_at", 10**30),  # microseconds: far past year 9999
+    ("created_at", -1),
+    ("created_at", "2024-01-01"),
+    ("created_at", None),
+    ("updated_at", 10**30),
+    ("last_accessed", -5_000_000),
+    ("deleted_at", 10**25),
+    ("importance", 2.0),
+    ("importance", -0.1),
+    ("importance", "0.5"),
+    ("access_count", -1),
+    ("access_count", 1.5),
+    ("access_count", 2**64),
+    ("access_count", True),
+    ("content", 5),
+    ("content", ""),
+    ("id", 7),
+    ("kind", 3),
+    ("tags", "abc"),
+    ("metadata", [1, 2]),
+    ("metadata", "not json"),
+    ("superseded_by", 5),
+    ("user_id", 9),
+]
+
+
+@pytest.mark.parametrize(("column", "value"), _BAD_COLUMNS)
+def test_import_refuses_a_bad_value_naming_the_row_and_column(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path, column: str, value: object
+) -> None:
+    """Regression: an imported created_at of 1e30 was stored clamped and timeline() failed."""
+    rows = _export_rows(make_store("src"), ns, tmp_path, 4)
+    rows[2][column] = value
+    path = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    dst = make_store("dst")
+    with pytest.raises(InvalidMemoryError, match=rf"import row 3 .*{column}"):
+        dst.import_(path)
+    assert dst.count(Namespace(user_id=ns.user_id), include_deleted=True) == 0  # nothing stored
+    assert dst.timeline(Namespace(user_id=ns.user_id)) == []
+
+
+def test_import_refuses_non_finite_numbers(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = _export_rows(make_store("src"), ns, tmp_path, 3)
+    for column, value in (("importance", float("nan")), ("created_at", float("inf"))):
+        bad = [dict(r) for r in rows]
+        for r in bad:
+            r[column] = float(r[column])
+            r["metadata"] = json.dumps(r["metadata"])  # JSON text, as in a Parquet export
+        bad[1][column] = value
+        path = tmp_path / f"bad-{column}.parquet"
+        pq.write_table(pa.Table.from_pylist(bad), path)
+        dst = make_store(f"dst-{column}")
+        with pytest.raises(InvalidMemoryError, match=rf"import row 2 .*{column}"):
+            dst.import_(path)
+        assert dst.count(Namespace(user_id=ns.user_id)) == 0
+
+
+def test_imported_episodes_are_never_merged(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path
+) -> None:
+    src = make_store("src")
+    src.add_many(ns, [NewMemory(content="user: ok. assistant: ok", kind="episode")] * 3)
+    src.add(ns, "a fact")
+    out = tmp_path / "ep.jsonl"
+    src.export(ns, out)
+    dst = make_store("dst")
+    dst.add(ns, "user: ok. assistant: ok", kind="episode")
+    dst.add(ns, "a fact")
+    rep = dst.import_(out)
+    assert (rep.added, rep.merged) == (3, 1)  # the three turns stay three; the fact merges
+    assert dst.count(ns) == 5
