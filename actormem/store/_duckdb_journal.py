@@ -22,10 +22,9 @@ import pyarrow as pa
 
 from actormem.store._duckdb_queries import _one, inline
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
-from actormem.store._limits import TIMESTAMP
+from actormem.store._journal_rows import check_entry, check_state, log_entries_sql
 from actormem.store._records import (
     NS_COLS,
-    check_limit,
     check_namespace,
     json_text,
     row_to_compaction,
@@ -37,7 +36,6 @@ from actormem.store._types import (
     LogCompaction,
     LogRecord,
     Namespace,
-    NewMemory,
     check_str_tuple,
 )
 
@@ -59,15 +57,6 @@ def _exact_sql(namespace: Namespace) -> tuple[str, list[Any]]:
     """``(where_clause, params)`` selecting rows of exactly ``namespace`` (journal tables)."""
     check_namespace(namespace)
     return " AND ".join(f"{c} = ?" for c in NS_COLS), list(namespace.key())
-
-
-def _entry_metadata(metadata: object, name: str) -> dict[str, Any]:
-    """A journal entry's metadata as a new dict; :class:`InvalidMemoryError` naming ``name``."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        raise InvalidMemoryError(f"{name} must be a dict or None, got {type(metadata).__name__}")
-    return dict(metadata)
 
 
 def _exact_lit(namespace: Namespace) -> str:
@@ -148,16 +137,8 @@ class DuckDBJournal:
             InvalidMemoryError: A bad type, content or metadata.
         """
         where, params = _exact_sql(namespace)
-        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
-            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
-        NewMemory(content=content).validate()
-        meta = _entry_metadata(metadata, "metadata")
+        meta, when = check_entry(entry_type, content, metadata, ts, self._clock)
         meta_json = json_text(meta)
-        when = (
-            self._clock()
-            if ts is None
-            else float(TIMESTAMP.check(ts, "ts", error=InvalidMemoryError) or 0)
-        )
         rid = os.urandom(16).hex()
 
         insert = (
@@ -219,17 +200,15 @@ class DuckDBJournal:
             limit: At most this many (the *latest* ones when set).
         """
         where, params = _exact_sql(namespace)
-        if compacted is not None:
-            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
-        where += " AND seq > ?"
-        params.append(int(after_seq))
-        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
-        if limit is not None:
-            check_limit(limit)
-            sql = (
-                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
-                f"ORDER BY seq DESC LIMIT {int(limit)}) ORDER BY seq"
-            )
+        sql, params = log_entries_sql(
+            _LOG_SELECT,
+            where,
+            params,
+            compacted=compacted,
+            after_seq=after_seq,
+            limit=limit,
+            mark="?",
+        )
         return [row_to_log(r) for r in self._reader().execute(sql, params).fetchall()]
 
     def log_compact(
@@ -411,11 +390,9 @@ class DuckDBJournal:
         # store's log: nothing DuckDB could refuse when it applies the record
         # later may get past this point (a timestamp past year 9999 did).
         for i, (entry_type, content, metadata, ts) in enumerate(entries):
-            if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
-                raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
-            NewMemory(content=content).validate()
-            meta = _entry_metadata(metadata, f"entries[{i}].metadata")
-            when = TIMESTAMP.check(ts, f"entries[{i}].ts", error=InvalidMemoryError)
+            meta, when = check_entry(
+                entry_type, content, metadata, ts, self._clock, f"entries[{i}]."
+            )
             rows.append(
                 (
                     _entry_id(),
@@ -423,13 +400,11 @@ class DuckDBJournal:
                     content,
                     meta,
                     json_text(meta),
-                    us(float(when or 0)),
+                    us(when),
                 )
             )
         values = dict(state or {})
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        check_state(values)
         now = us(self._clock())
         insert = (
             "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
@@ -533,9 +508,7 @@ class DuckDBJournal:
     def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
         """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
         _, params = _exact_sql(namespace)
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        check_state(values)
         now = us(self._clock())
 
         upsert = (

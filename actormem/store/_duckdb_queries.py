@@ -22,7 +22,8 @@ from actormem.store._records import (
     check_namespace,
     row_to_history,
     row_to_record,
-    sec,
+    rows_to_stats,
+    stats_sql,
 )
 from actormem.store._types import (
     HistoryRecord,
@@ -305,48 +306,11 @@ class DuckDBQueries:
         """Figures per concrete namespace inside the scope."""
         self.flush()
         where, params = _scope_sql(namespace)
-        rows = (
-            self._reader()
-            .execute(
-                "SELECT user_id, agent_id, run_id, session_id, "
-                f"count(*) FILTER (WHERE {_LIVE}), "
-                "count(*) FILTER (WHERE deleted_at IS NOT NULL), "
-                "count(*) FILTER (WHERE superseded_by IS NOT NULL AND deleted_at IS NULL), "
-                f"coalesce(avg(importance) FILTER (WHERE {_LIVE}), 0), "
-                f"coalesce(sum(access_count) FILTER (WHERE {_LIVE}), 0), "
-                f"epoch_us(min(created_at) FILTER (WHERE {_LIVE})), "
-                f"epoch_us(max(created_at) FILTER (WHERE {_LIVE})) "
-                f"FROM memories WHERE {where} GROUP BY ALL ORDER BY ALL",
-                params,
-            )
-            .fetchall()
+        totals, kinds = stats_sql(where, "epoch_us({})")
+        cur = self._reader()
+        return rows_to_stats(
+            cur.execute(totals, params).fetchall(), cur.execute(kinds, params).fetchall()
         )
-        kinds_rows = (
-            self._reader()
-            .execute(
-                f"SELECT user_id, agent_id, run_id, session_id, kind, count(*) FROM memories "
-                f"WHERE {where} AND {_LIVE} GROUP BY ALL",
-                params,
-            )
-            .fetchall()
-        )
-        kinds: dict[tuple[str, str, str, str], dict[str, int]] = {}
-        for u, a, r, s, k, c in kinds_rows:
-            kinds.setdefault((u, a, r, s), {})[k] = int(c)
-        return [
-            NamespaceStats(
-                namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
-                live=int(row[4]),
-                deleted=int(row[5]),
-                superseded=int(row[6]),
-                kinds=kinds.get((row[0], row[1], row[2], row[3]), {}),
-                avg_importance=float(row[7]),
-                total_access=int(row[8]),
-                first_created=sec(row[9]),
-                last_created=sec(row[10]),
-            )
-            for row in rows
-        ]
 
     def _export_source(
         self, namespace: Namespace

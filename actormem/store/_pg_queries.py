@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from actormem.store._journal_rows import check_entry, check_state, log_entries_sql
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     HISTORY_SELECT,
@@ -30,7 +31,8 @@ from actormem.store._records import (
     row_to_history,
     row_to_log,
     row_to_record,
-    sec,
+    rows_to_stats,
+    stats_sql,
     us,
 )
 from actormem.store._types import (
@@ -41,7 +43,6 @@ from actormem.store._types import (
     MemoryRecord,
     Namespace,
     NamespaceStats,
-    NewMemory,
     check_str_tuple,
 )
 
@@ -241,12 +242,8 @@ class PgQueries:
         two workers appending at once get consecutive numbers.
         """
         where, params = exact_sql(namespace)
-        if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
-            raise InvalidMemoryError(f"entry_type must be a str of 1-32 chars: {entry_type!r}")
-        NewMemory(content=content).validate()
-        meta = dict(metadata or {})
+        meta, when = check_entry(entry_type, content, metadata, ts, self._clock)
         meta_json = jsonb_text(meta)
-        when = self._clock() if ts is None else float(ts)
         rid = os.urandom(16).hex()
 
         def write(conn: Any) -> int:
@@ -283,17 +280,15 @@ class PgQueries:
     ) -> builtins.list[LogRecord]:
         """Entries of the activity log of ``namespace``, oldest first (see DuckDBStore)."""
         where, params = exact_sql(namespace)
-        if compacted is not None:
-            where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
-        where += " AND seq > %s"
-        params.append(int(after_seq))
-        sql = f"SELECT {_LOG_SELECT} FROM activity_log WHERE {where} ORDER BY seq"
-        if limit is not None:
-            check_limit(limit)
-            sql = (
-                f"SELECT * FROM (SELECT {_LOG_SELECT} FROM activity_log WHERE {where} "
-                f"ORDER BY seq DESC LIMIT {int(limit)}) t ORDER BY seq"
-            )
+        sql, params = log_entries_sql(
+            _LOG_SELECT,
+            where,
+            params,
+            compacted=compacted,
+            after_seq=after_seq,
+            limit=limit,
+            mark="%s",
+        )
         return [row_to_log(r) for r in self._rows("log entries", sql, params)]
 
     def log_compact(
@@ -396,9 +391,7 @@ class PgQueries:
     def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None:
         """Upsert ``values`` into the journal state of ``namespace`` (one transaction)."""
         _, params = exact_sql(namespace)
-        for key, value in values.items():
-            if not isinstance(key, str) or not key or not isinstance(value, str):
-                raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        check_state(values)
         now = us(self._clock())
 
         def write(conn: Any) -> None:
@@ -492,42 +485,10 @@ class PgQueries:
         """Figures per concrete namespace inside the scope."""
         self.flush()
         where, params = scope_sql(namespace)
-        rows = self._rows(
-            "stats",
-            "SELECT user_id, agent_id, run_id, session_id, "
-            f"count(*) FILTER (WHERE {PG_LIVE}), "
-            "count(*) FILTER (WHERE deleted_at IS NOT NULL), "
-            "count(*) FILTER (WHERE superseded_by IS NOT NULL AND deleted_at IS NULL), "
-            f"coalesce(avg(importance) FILTER (WHERE {PG_LIVE}), 0), "
-            f"coalesce(sum(access_count) FILTER (WHERE {PG_LIVE}), 0), "
-            f"min(created_at) FILTER (WHERE {PG_LIVE}), "
-            f"max(created_at) FILTER (WHERE {PG_LIVE}) "
-            f"FROM memories WHERE {where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-            params,
+        totals, kinds = stats_sql(where)
+        return rows_to_stats(
+            self._rows("stats", totals, params), self._rows("stats", kinds, params)
         )
-        kinds_rows = self._rows(
-            "stats",
-            "SELECT user_id, agent_id, run_id, session_id, kind, count(*) FROM memories "
-            f"WHERE {where} AND {PG_LIVE} GROUP BY 1, 2, 3, 4, 5",
-            params,
-        )
-        kinds: dict[tuple[str, str, str, str], dict[str, int]] = {}
-        for u, a, r, s, k, c in kinds_rows:
-            kinds.setdefault((u, a, r, s), {})[k] = int(c)
-        return [
-            NamespaceStats(
-                namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
-                live=int(row[4]),
-                deleted=int(row[5]),
-                superseded=int(row[6]),
-                kinds=kinds.get((row[0], row[1], row[2], row[3]), {}),
-                avg_importance=float(row[7]),
-                total_access=int(row[8]),
-                first_created=sec(row[9]),
-                last_created=sec(row[10]),
-            )
-            for row in rows
-        ]
 
     def _export_source(
         self, namespace: Namespace

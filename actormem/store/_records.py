@@ -30,10 +30,12 @@ from actormem.store._types import (
     MemoryRecord,
     Namespace,
     NamespaceError,
+    NamespaceStats,
 )
 
 __all__ = [
     "HISTORY_SELECT",
+    "LIVE",
     "MAX_LIMIT",
     "MAX_QUERY_CHARS",
     "NS_COLS",
@@ -50,7 +52,9 @@ __all__ = [
     "row_to_history",
     "row_to_log",
     "row_to_record",
+    "rows_to_stats",
     "sec",
+    "stats_sql",
     "strs_json",
     "union",
     "us",
@@ -59,6 +63,8 @@ __all__ = [
 F32 = npt.NDArray[np.float32]
 #: The namespace columns, in :meth:`Namespace.key` order.
 NS_COLS: Final = ("user_id", "agent_id", "run_id", "session_id")
+#: A row that is neither deleted nor merged into another.
+LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 MAX_LIMIT: Final = 100_000
 _WORD_RE: Final = re.compile(r"\w+")
 
@@ -288,3 +294,52 @@ class Batch:
 
     def empty(self) -> bool:
         return not (self.inserts or self.changes or self.history)
+
+
+def stats_sql(where: str, micros: str = "{}") -> tuple[str, str]:
+    """The two queries of ``stats``: figures per namespace, then live rows per kind.
+
+    Args:
+        where: The scope's clause.
+        micros: How the backend turns a ``created_at`` into microseconds
+            (``"epoch_us({})"`` on DuckDB; PostgreSQL stores them).
+    """
+    first = micros.format(f"min(created_at) FILTER (WHERE {LIVE})")
+    last = micros.format(f"max(created_at) FILTER (WHERE {LIVE})")
+    totals = (
+        "SELECT user_id, agent_id, run_id, session_id, "
+        f"count(*) FILTER (WHERE {LIVE}), "
+        "count(*) FILTER (WHERE deleted_at IS NOT NULL), "
+        "count(*) FILTER (WHERE superseded_by IS NOT NULL AND deleted_at IS NULL), "
+        f"coalesce(avg(importance) FILTER (WHERE {LIVE}), 0), "
+        f"coalesce(sum(access_count) FILTER (WHERE {LIVE}), 0), {first}, {last} "
+        f"FROM memories WHERE {where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+    )
+    kinds = (
+        "SELECT user_id, agent_id, run_id, session_id, kind, count(*) FROM memories "
+        f"WHERE {where} AND {LIVE} GROUP BY 1, 2, 3, 4, 5"
+    )
+    return totals, kinds
+
+
+def rows_to_stats(
+    rows: Sequence[Sequence[Any]], kinds_rows: Sequence[Sequence[Any]]
+) -> list[NamespaceStats]:
+    """:class:`NamespaceStats` from the rows of the two :func:`stats_sql` queries."""
+    kinds: dict[tuple[str, str, str, str], dict[str, int]] = {}
+    for u, a, r, s, k, c in kinds_rows:
+        kinds.setdefault((u, a, r, s), {})[k] = int(c)
+    return [
+        NamespaceStats(
+            namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
+            live=int(row[4]),
+            deleted=int(row[5]),
+            superseded=int(row[6]),
+            kinds=kinds.get((row[0], row[1], row[2], row[3]), {}),
+            avg_importance=float(row[7]),
+            total_access=int(row[8]),
+            first_created=sec(row[9]),
+            last_created=sec(row[10]),
+        )
+        for row in rows
+    ]

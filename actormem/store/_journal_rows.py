@@ -1,0 +1,96 @@
+"""What both backends check and build for the journal's tables.
+
+Why a module of its own: the activity log's entries, the journal's state and
+the log's read query must mean the same on DuckDB and on PostgreSQL.  When
+each backend checked its own arguments, they drifted: PostgreSQL's
+``log_append`` took any ``ts`` and non-dict metadata and left the database
+to fail on them (a raw driver error, not an error naming the field).  So the
+checks and the backend-independent part of the SQL live here once; each
+backend keeps only its dialect (placeholders, timestamp functions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from actormem.store._limits import TIMESTAMP
+from actormem.store._records import check_limit
+from actormem.store._types import InvalidMemoryError, NewMemory
+
+__all__ = ["check_entry", "check_state", "log_entries_sql"]
+
+
+def check_entry(
+    entry_type: object,
+    content: object,
+    metadata: object,
+    ts: object,
+    clock: Callable[[], float],
+    prefix: str = "",
+) -> tuple[dict[str, Any], float]:
+    """Check one log entry; return its metadata (a new dict) and its time.
+
+    Every value is checked before anything is written or acknowledged, so
+    nothing the database could refuse later gets past this point.
+
+    Args:
+        prefix: Put before the field names in errors (``"entries[2]."``).
+
+    Raises:
+        InvalidMemoryError: Naming the field.
+    """
+    if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
+        raise InvalidMemoryError(f"{prefix}entry_type must be a str of 1-32 chars: {entry_type!r}")
+    NewMemory(content=content).validate()  # type: ignore[arg-type]
+    if metadata is None:
+        meta: dict[str, Any] = {}
+    elif isinstance(metadata, dict):
+        meta = dict(metadata)
+    else:
+        raise InvalidMemoryError(
+            f"{prefix}metadata must be a dict or None, got {type(metadata).__name__}"
+        )
+    if ts is None:
+        return meta, clock()
+    return meta, float(TIMESTAMP.check(ts, f"{prefix}ts", error=InvalidMemoryError) or 0)
+
+
+def check_state(values: object) -> None:
+    """Journal state takes non-empty str keys and str values."""
+    if not isinstance(values, Mapping):
+        raise InvalidMemoryError(f"journal state must be a dict, got {type(values).__name__}")
+    for key, value in values.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+
+
+def log_entries_sql(
+    select: str,
+    where: str,
+    params: list[Any],
+    *,
+    compacted: bool | None,
+    after_seq: int,
+    limit: int | None,
+    mark: str,
+) -> tuple[str, list[Any]]:
+    """The query of ``log_entries``: ``(sql, params)``, oldest entry first.
+
+    Args:
+        select: The backend's column list of an entry.
+        where: The namespace's clause, ``params`` its values.
+        mark: The driver's placeholder (``?`` or ``%s``).
+    """
+    if compacted is not None:
+        where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
+    where += f" AND seq > {mark}"
+    params = [*params, int(after_seq)]
+    if limit is None:
+        return f"SELECT {select} FROM activity_log WHERE {where} ORDER BY seq", params
+    check_limit(limit)
+    return (
+        f"SELECT * FROM (SELECT {select} FROM activity_log WHERE {where} "
+        f"ORDER BY seq DESC LIMIT {int(limit)}) AS latest ORDER BY seq",
+        params,
+    )
