@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem.store._blas import blas_threads_for
+from actormem.store._index_keys import KeyRows, rows_of
 from actormem.store._index_rows import APPROX_MIN_ROWS, F32, F64, I64
 from actormem.store._index_scope import ScopeSearch, with_context
 from actormem.store._index_vectors import VectorSearch, top_k
@@ -57,6 +58,13 @@ __all__ = [
     "prepare",
     "tokenize",
 ]
+
+
+def _all_new(row_of: MutableMapping[str, int], ids: list[str]) -> bool:
+    """Whether none of ``ids`` has a row (a loaded key map is searched once for all)."""
+    if isinstance(row_of, KeyRows):
+        return all(row is None for row in row_of.rows_of(ids))
+    return row_of.keys().isdisjoint(ids)
 
 
 class MemoryIndex(ScopeSearch, VectorSearch):
@@ -112,10 +120,10 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             ids = [r.id for r in records]
             first_ns = records[0].namespace
             if (  # one namespace, new ids, no tags: no per-record Python loop
-                row_of.keys().isdisjoint(ids)
-                and len(set(ids)) == count
-                and all(r.namespace is first_ns for r in records)
+                all(r.namespace is first_ns or r.namespace == first_ns for r in records)
                 and not any(r.tags for r in records)
+                and len(set(ids)) == count
+                and _all_new(row_of, ids)
             ):
                 key = first_ns.key()
                 code4 = tuple(self._interners[f].code(key[f]) for f in range(4))  # type: ignore[assignment]
@@ -210,8 +218,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         """
         removed = 0
         with self._lock:
-            for mid in ids:
-                row = self._row_of.get(mid)
+            wanted = list(dict.fromkeys(ids))  # each id once
+            for row in rows_of(self._row_of, wanted):
                 if row is None:
                     continue
                 self._kill_row(row)

@@ -91,6 +91,9 @@ _MAGIC: Final = b"actormem-index\x00\x01"
 #: whole matrix into a larger one.  A hole in the file: no disk space.
 _SPARE: Final = 0.25
 
+#: The one-dimensional per-row arrays of a snapshot (written with spare rows).
+_ROW_ARRAYS: Final = ("alive", "kind", "importance", "access", "last", "created", "doclen")
+
 K = TypeVar("K")
 _PREFIX: Final = struct.Struct("<16sQI")
 _ALIGN: Final = 64
@@ -257,6 +260,9 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
             "token": secrets.token_hex(8),
         }
         row_bytes = {"vecs": index.dim * 4}
+        # the per-row arrays get their spare rows too: the first write after
+        # a load then copies none of them (about 60 MB at 1M, 0.1-0.25 s)
+        row_bytes.update((name, arrays[name].dtype.itemsize) for name in _ROW_ARRAYS)
         if "pvecs" in arrays:
             row_bytes["pvecs"] = arrays["pvecs"].shape[1] * 4
         spare_rows = max(1024, int(live.size * _SPARE))
@@ -492,10 +498,12 @@ def _fill(
         index._reset(16)
         index._cap = room.shape[0]
         index._vecs = room
-        for name in ("alive", "ns", "kind", "importance", "access", "last", "created", "doclen"):
+        for name in ("ns", *_ROW_ARRAYS):
             a = arr(name)
             if a.shape[-1] != n:
                 raise SnapshotError(f"section {name} has {a.shape[-1]} rows, expected {n}")
+            if name != "ns":  # with its spare rows (none in older snapshots)
+                a = arr(name, room=True)[: room.shape[0]]
             setattr(index, f"_{name}", a)
         if "proj" in parts:
             index._proj = arr("proj")

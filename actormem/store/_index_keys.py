@@ -11,13 +11,13 @@ the load in a dict and a set.  Nothing is built on open.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["KeyRows", "hash_key", "id_key", "sorted_keys"]
+__all__ = ["KeyRows", "hash_key", "id_key", "rows_of", "sorted_keys"]
 
 K = TypeVar("K")
 I64 = npt.NDArray[np.int64]
@@ -34,6 +34,14 @@ def hash_key(key: tuple[tuple[str, str, str, str], str]) -> bytes:
     """A (namespace key, content hash) pair as stored in the sorted key array."""
     (a, b, c, d), h = key
     return _SEP.join((a, b, c, d, h)).encode()
+
+
+def rows_of(keymap: MutableMapping[K, int], keys: Sequence[K]) -> list[int | None]:
+    """The row of each of ``keys`` in ``keymap`` (a dict or a :class:`KeyRows`), None if absent."""
+    if isinstance(keymap, KeyRows):
+        return keymap.rows_of(keys)
+    get = keymap.get
+    return [get(k) for k in keys]
 
 
 def sorted_keys(keys: list[bytes], rows: I64) -> tuple[npt.NDArray[Any], I64]:
@@ -66,6 +74,36 @@ class KeyRows(MutableMapping[K, int], Generic[K]):
         if at < self._keys.size and self._keys[at] == raw:
             return int(self._rows[at])
         return None
+
+    def rows_of(self, keys: Sequence[K]) -> list[int | None]:
+        """The row of each of ``keys`` (None: absent), the arrays searched once for all.
+
+        A catch-up or a large write looks up thousands of keys: one
+        :func:`numpy.searchsorted` over all of them instead of one call each
+        (about 20 us a key at 1M, mostly the call's overhead).
+        """
+        out: list[int | None] = [None] * len(keys)
+        where: list[int] = []
+        raws: list[bytes] = []
+        changed, gone, encode, width = self._changed, self._gone, self._encode, self._width
+        for i, key in enumerate(keys):
+            row = changed.get(key)
+            if row is not None:
+                out[i] = row
+            elif key not in gone:
+                raw = encode(key)
+                if len(raw) <= width:
+                    where.append(i)
+                    raws.append(raw)
+        size = self._keys.size
+        if raws and size:
+            wanted = np.array(raws, dtype=self._keys.dtype)
+            at = np.minimum(np.searchsorted(self._keys, wanted), size - 1)
+            hit = np.flatnonzero(self._keys[at] == wanted)
+            rows = self._rows[at[hit]].tolist()
+            for j, row in zip(hit.tolist(), rows, strict=True):
+                out[where[j]] = row
+        return out
 
     def __getitem__(self, key: K) -> int:
         found = self._changed.get(key)
