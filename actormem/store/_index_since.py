@@ -45,6 +45,16 @@ The open that uses the file cuts a torn or garbled end off before appending
 (:meth:`SinceLog.reopen`): else every later entry would be unreadable.
 Close removes the file before writing the snapshot and starts a new one
 after, so a crash in the middle never pairs a new snapshot with old entries.
+
+The file is bounded: once its entries name more ids than :func:`since_cap`
+allows (a quarter of the index's rows, at least :data:`SINCE_MIN_IDS`), the
+store removes it, and a crash before the next snapshot (close) rebuilds the
+index.  Past that point the catch-up would cost about as much as the
+rebuild (re-reading and tokenizing a row costs ~2x what the rebuild pays a
+row, and the snapshot must be loaded too), and a process that runs for
+weeks without closing would otherwise grow the file without end: ~45 bytes
+per id, so the cap keeps it under ~5 MB for stores up to 400k memories and
+at 11 MB at 1M.
 """
 
 from __future__ import annotations
@@ -61,7 +71,7 @@ from typing import Final
 import msgspec
 import structlog
 
-__all__ = ["SinceFile", "SinceLog", "read_since", "remove_since"]
+__all__ = ["SINCE_MIN_IDS", "SinceFile", "SinceLog", "read_since", "remove_since", "since_cap"]
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +80,15 @@ _HEAD: Final = struct.Struct("<II")  # length, CRC-32 of what follows
 #: An entry longer than this is taken for damage (a commit of 1M ids is ~40 MB).
 _MAX_ENTRY: Final = 256 * 1024 * 1024
 
+#: The since-file may always name this many ids (see :func:`since_cap`).
+SINCE_MIN_IDS: Final = 100_000
+
 _encode = msgspec.msgpack.Encoder().encode
+
+
+def since_cap(rows: int) -> int:
+    """How many ids (counted per entry) a since-file beside an index of ``rows`` may name."""
+    return max(SINCE_MIN_IDS, rows // 4)
 
 
 def _frame(payload: bytes) -> bytes:
@@ -181,11 +199,13 @@ def _sync(fd: int) -> None:
 class SinceLog:
     """The open since-file of a store: appends one entry per commit."""
 
-    def __init__(self, path: str, fd: int, last_seq: int) -> None:
+    def __init__(self, path: str, fd: int, last_seq: int, noted: int = 0) -> None:
         self.path = path
         self._fd: int | None = fd
         #: The highest commit number with an entry in the file (the base when none).
         self._last = last_seq
+        #: Ids named by the file's entries (each entry's ids counted).
+        self.noted = noted
         # The applier thread notes access counts while the writer may drop the file.
         self._lock = threading.Lock()
 
@@ -225,7 +245,7 @@ class SinceLog:
             os.close(fd)
             remove_since(path)
             return None
-        return cls(path, fd, since.last_seq)
+        return cls(path, fd, since.last_seq, sum(map(len, since.entries.values())))
 
     @property
     def active(self) -> bool:
@@ -243,12 +263,14 @@ class SinceLog:
         runs on a copy of the descriptor, outside the lock, so the writer's
         notes of new numbers never wait for it.
         """
-        data = _frame(_encode([seq, sorted(ids)]))
+        named = sorted(ids)
+        data = _frame(_encode([seq, named]))
         with self._lock:
             if self._fd is None:
                 return
             again = seq <= self._last
             self._last = max(self._last, seq)
+            self.noted += len(named)
             if not self._write(data, durable=again) or not again:
                 return
             try:

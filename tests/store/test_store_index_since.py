@@ -24,9 +24,10 @@ import msgspec
 import pytest
 import structlog
 
-from actormem.store import DuckDBStore, Namespace
+import actormem.store._index_since as since_module
+from actormem.store import DuckDBStore, Namespace, NewMemory
 from actormem.store._acklog import AckLog
-from actormem.store._index_since import _HEAD, _MAGIC, SinceLog, read_since
+from actormem.store._index_since import _HEAD, _MAGIC, SinceLog, read_since, since_cap
 from tests.store.test_store_index_file import ALICE, BOB, _answers, _events, _fill, _open
 
 EVERYONE = Namespace(agent_id="bot")
@@ -45,14 +46,18 @@ def _prepared(tmp_path: Path) -> Path:
     return path
 
 
-def _session_then_kill(path: Path, *, forget: bool = False) -> list[str]:
+def _session_then_kill(path: Path, *, forget: bool = False, cap: int | None = None) -> list[str]:
     """A child writes through every path, leaves records pending and is SIGKILLed.
 
+    ``cap``: the since-file's least cap in the child (``SINCE_MIN_IDS``).
     Returns the ids of the memories it was told were stored.
     """
     script = textwrap.dedent(
         f"""
         import os, signal
+        import actormem.store._index_since as since_module
+        if {cap!r} is not None:
+            since_module.SINCE_MIN_IDS = {cap!r}
         from actormem.models.embedders import HashEmbedder
         from actormem.store import DuckDBStore, Namespace, NewMemory
         alice = Namespace(user_id="alice", agent_id="bot")
@@ -202,6 +207,54 @@ def test_a_commit_that_cannot_name_its_rows_ends_the_since_file(tmp_path: Path) 
         assert _answers(store) == expected
         _all_found(store, acks)  # the three pending adds came after the forget
         assert store.count(BOB) == 3  # bob's older memories are gone for good
+
+
+def _named(path: Path) -> int | None:
+    since = read_since(str(_since(path)))
+    return None if since is None else sum(map(len, since.entries.values()))
+
+
+def test_the_since_file_is_bounded_by_its_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the cap the file is removed (not appended to without end); close starts a new one."""
+    path = _prepared(tmp_path)  # 240 memories
+    monkeypatch.setattr(since_module, "SINCE_MIN_IDS", 100)
+    with _open(path) as store:
+        before = store.count(ALICE)
+        store.add_many(ALICE, [NewMemory(content=f"under the cap {i} qq{i}") for i in range(60)])
+        store.flush()
+        assert _named(path) == 60  # cap: max(100, 300 rows // 4)
+        store.add_many(ALICE, [NewMemory(content=f"past the cap {i} qr{i}") for i in range(60)])
+        store.flush()
+        assert not _since(path).exists()  # 120 ids named > max(100, 360 // 4)
+        store.add(ALICE, "written after the cap")
+        store.flush()
+        assert not _since(path).exists()  # not started again before a snapshot
+        assert store.search("written after the cap", ALICE, 1)[0].memory.content == (
+            "written after the cap"
+        )
+    assert _named(path) == 0  # close wrote the index and started an empty since-file
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        assert store._snapshot_seq == store.change_counter
+        assert store.count(ALICE) == before + 121
+    # the cap follows the index: a quarter of its rows once that is more
+    assert since_cap(10_000_000) == 2_500_000 and since_cap(10) == 100
+
+
+def test_a_crash_after_the_cap_rebuilds_like_a_fresh_index(tmp_path: Path) -> None:
+    path = _prepared(tmp_path)
+    acks = _session_then_kill(path, cap=100)  # its 150-memory batch passes the cap
+    assert not _since(path).exists()
+    expected, live = _rebuilt(path, tmp_path)
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        warned = _events(logs, "store.index_snapshot_rebuilt")
+        assert len(warned) == 1 and "stale: snapshot has commit_seq=" in warned[0]["reason"]
+        assert store._snapshot_seq == -1  # rebuilt from DuckDB
+        assert len(store._index) == live == store.count(EVERYONE)
+        assert _answers(store) == expected
+        _all_found(store, acks)
 
 
 def test_entries_past_the_file_are_ignored_and_gaps_refused(tmp_path: Path) -> None:
