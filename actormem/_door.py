@@ -39,6 +39,7 @@ Store rows and imports are checked at the store's own door
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -64,6 +65,7 @@ __all__ = [
     "check_msg",
     "check_msgs",
     "check_settings",
+    "without_nul",
 ]
 
 #: Deepest nesting of lists and objects accepted in metadata and tool arguments
@@ -252,13 +254,37 @@ def check_msg(msg: object, path: str = "message", *, max_bytes: int = DEFAULT_MA
         raise MessageError(f"{path} cannot be stored as JSON: {exc}") from None
     if len(data) > max_bytes:
         raise MessageError(f"{path} is {len(data)} bytes, over the limit of {max_bytes}")
+    nul_free = _replace_nul(data)
     try:
-        back = _DECODER.decode(data)
+        back = _DECODER.decode(nul_free)
     except (msgspec.DecodeError, RecursionError) as exc:
         raise MessageError(f"{path} would not load back: {exc}") from None
+    if nul_free is not data:  # NUL characters replaced: compare with what was meant
+        checked = _DECODER.decode(nul_free)
     if back != checked:
         raise MessageError(f"{path} would not load back equal to what was given")
     return back if msg != back else msg
+
+
+#: A JSON ``\u0000`` escape (a NUL character), not a literal backslash before "u0000":
+#: an even number of backslashes, then the escape.
+_NUL_ESCAPE: Final = re.compile(rb"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _replace_nul(data: bytes) -> bytes:
+    """``data`` (a message as JSON) with every NUL character replaced by U+FFFD.
+
+    Neither backend can keep a NUL in text (PostgreSQL's text and jsonb
+    refuse it, so the store refuses it on DuckDB too), and no model reads
+    one; a tool's output with binary junk must still be recorded.  So a NUL
+    in any string of a message -- text, tool output, ids, metadata -- becomes
+    the replacement character at the door.  Returns ``data`` itself when
+    there is none (the common case costs one ``in`` test).
+    """
+    if b"\\u0000" not in data:
+        return data
+    fixed = _NUL_ESCAPE.sub(rb"\1\\ufffd", data)
+    return data if fixed == data else fixed
 
 
 def check_msgs(
@@ -284,3 +310,16 @@ def check_settings(values: Mapping[str, object], spans: Mapping[str, Span], owne
     for name, span in spans.items():
         if name in values:
             span.check(values[name], f"{owner}.{name}", error=ValueError)
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` (a str or a JSON value) with every NUL character replaced by U+FFFD.
+
+    For texts that enter elsewhere than as messages and are kept the same way
+    (the journal's entries and working status): see :func:`_replace_nul`.
+    """
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    data = _ENCODER.encode(value)
+    fixed = _replace_nul(data)
+    return value if fixed is data else msgspec.json.decode(fixed)

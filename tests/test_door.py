@@ -315,3 +315,44 @@ def test_the_journal_log_checks_its_metadata(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"log metadata\.x: nan"):
             rt.log("SYSTEM", "nan", x=math.nan)
         rt.log("SYSTEM", "fine", step=1)
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_a_nul_in_a_message_is_replaced_and_the_turn_is_recorded(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """A tool's output with binary junk: no backend keeps a NUL character (PostgreSQL's
+    text cannot), so the door replaces it with U+FFFD in every string of a message --
+    the turn is kept in the session and recorded on both backends (before: on
+    PostgreSQL the episode's write was refused, the turn never reached long-term memory)."""
+    store: Any = tmp_path / "m.duckdb" if backend == "duckdb" else request.getfixturevalue("pg_dsn")
+    turn = [
+        Msg.user("what does the sensor say about zorbulite\x00?", raw="a\x00b"),
+        Msg(
+            role="tool",
+            content=(ToolResultBlock(tool_use_id="t1", output="zorbulite level \x00\x00 high"),),
+        ),
+        Msg.assistant("the zorbulite level is high"),
+    ]
+    with MemoryRuntime(session_dir=tmp_path, store=store, long_term="STATIC_CONTROL") as rt:
+        rt.add(turn)
+        kept = rt.messages()
+        assert kept[0].text == "what does the sensor say about zorbulite\ufffd?"
+        assert kept[0].metadata == {"raw": "a\ufffdb"}
+        assert b"\\u0000" not in msgspec.json.encode(kept)
+        rt.record(kept)
+        rt.flush()
+        assert rt.recording_stats()["failed"] == 0
+        hits = rt.retrieve("zorbulite sensor level")
+        assert hits and "zorbulite" in hits[0].memory.content
+        rt.save_session("nul")
+    with MemoryRuntime(session_dir=tmp_path) as rt2:
+        rt2.load_session("nul")
+        assert rt2.messages() == kept
+
+
+def test_a_literal_backslash_u0000_is_text_not_a_nul(tmp_path: Path) -> None:
+    text = "the escape \\u0000 is six characters, \\\\u0000 too"
+    with MemoryRuntime(session_dir=tmp_path) as rt:
+        rt.add(Msg.user(text))
+        assert rt.messages()[0].text == text

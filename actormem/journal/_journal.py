@@ -51,7 +51,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import msgspec
 import structlog
 
-from actormem._door import check_json_object
+from actormem._door import check_json_object, without_nul
 from actormem._settings import check_arg
 from actormem.compress import EstimateTokenCounter, ExtractiveSummarizer, Summarizer
 from actormem.events import (
@@ -367,6 +367,8 @@ class Journal(DailyJournal, StateModule):
             raise ValueError(f"state must be a non-empty str, got {state!r}")
         if not isinstance(note, str):
             raise ValueError(f"note must be a str, got {type(note).__name__}")
+        objective, note, state = without_nul(objective), without_nul(note), without_nul(state)
+        next_steps = [without_nul(s) for s in next_steps]
         new = NowStatus(
             objective=clip(objective, 1_000) if objective.strip() else "",
             next_steps=tuple(clip(s, 500) for s in next_steps if s.strip())[:20],
@@ -589,9 +591,9 @@ class Journal(DailyJournal, StateModule):
                 )
             if not isinstance(content, str) or not content.strip():
                 raise ValueError("a log entry needs non-empty text")
-            out.append(
-                (entry_type, content, check_json_object(metadata, "log metadata", error=ValueError))
-            )
+            meta = check_json_object(metadata, "log metadata", error=ValueError)
+            # no store keeps a NUL (PostgreSQL cannot): replaced, as the door does for messages
+            out.append((entry_type, without_nul(content), without_nul(meta)))
         return out
 
     def _append(

@@ -46,7 +46,9 @@ from actormem.store._records import (
     Batch,
     Change,
     check_limit,
+    check_memory_id,
     check_namespace,
+    check_text,
     clip_query,
     content_hash,
     json_text,
@@ -411,10 +413,14 @@ class StoreBase(Maintenance, Transfer):
             MemoryNotFoundError: No live memory with that id in the scope.
         """
         self._check_open()
+        check_memory_id(memory_id)
+        check_text(reason, "reason")
         if content is not None:
             NewMemory(content=content).validate()
         if kind is not None and (not isinstance(kind, str) or not 0 < len(kind) <= 64):
             raise InvalidMemoryError(f"kind must be a non-empty str of <= 64 chars: {kind!r}")
+        if kind is not None:
+            check_text(kind, "kind", max_chars=64)
         if importance is not None:
             importance = check_importance(importance)
         new_tags = None if tags is None else check_str_tuple("tags", tags)
@@ -468,6 +474,8 @@ class StoreBase(Maintenance, Transfer):
             MemoryNotFoundError: No live memory with that id in the scope.
         """
         self._check_open()
+        check_memory_id(memory_id)
+        check_text(reason, "reason")
 
         def plan(planner: Planner, now: float, batch: Batch) -> WriteResult:
             current = self._live_record(planner, namespace, memory_id)
@@ -521,6 +529,12 @@ class StoreBase(Maintenance, Transfer):
         scope = check_namespace(namespace)
         if filters is not None and not isinstance(filters, SearchFilters):
             raise InvalidMemoryError("filters must be a SearchFilters")
+        if config is not None and not isinstance(config, SearchConfig):
+            raise InvalidMemoryError(
+                f"config must be a SearchConfig or None, got {type(config).__name__}"
+            )
+        if not isinstance(touch, bool):
+            raise InvalidMemoryError(f"touch must be a bool, got {type(touch).__name__}")
         if mode not in ("hybrid", "keyword", "vector"):
             raise InvalidMemoryError(f"unknown search mode {mode!r}")
         cfg = config or self._config

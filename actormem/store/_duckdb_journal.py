@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from actormem.store._duckdb_queries import _one, inline
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
-from actormem.store._journal_rows import check_entry, check_state, log_entries_sql
+from actormem.store._journal_rows import check_compaction, check_entry, check_state, log_entries_sql
 from actormem.store._records import (
     NS_COLS,
     check_namespace,
@@ -36,7 +36,6 @@ from actormem.store._types import (
     LogCompaction,
     LogRecord,
     Namespace,
-    check_str_tuple,
 )
 
 __all__ = ["DuckDBJournal"]
@@ -236,9 +235,9 @@ class DuckDBJournal:
                 live entry of ``namespace``.
         """
         where, params = _exact_sql(namespace)
-        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
-        if not ids:
-            raise InvalidMemoryError("log_compact needs at least one entry id")
+        ids = check_compaction(
+            entry_ids, summary_id, summary, summarizer, bytes_before, bytes_after
+        )
         cid = os.urandom(16).hex()
         now = self._clock()
 

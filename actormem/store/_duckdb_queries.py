@@ -19,6 +19,7 @@ from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     check_limit,
+    check_memory_id,
     check_namespace,
     row_to_history,
     row_to_record,
@@ -120,8 +121,7 @@ class DuckDBQueries:
             memory_id: The id.
             include_deleted: Also return deleted or superseded memories.
         """
-        if not isinstance(memory_id, str):
-            raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        check_memory_id(memory_id)
         where, params = _scope_sql(namespace)
         # The index holds every live memory, updated before a write returns:
         # a dict lookup instead of a query (keyed facts read this way).
@@ -191,6 +191,7 @@ class DuckDBQueries:
         """The audit trail in the scope (optionally of one memory), oldest first."""
         where, params = _scope_sql(namespace)
         if memory_id is not None:
+            check_memory_id(memory_id)
             where += " AND memory_id = ?"
             params.append(memory_id)
         rows = (

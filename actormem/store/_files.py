@@ -284,7 +284,12 @@ def _record_from_row(row: dict[str, Any], namespace: Namespace | None) -> Memory
         metadata=dict(meta),
     )
     NewMemory(
-        content=rec.content, kind=rec.kind, id=rec.id, metadata=rec.metadata, tags=rec.tags
+        content=rec.content,
+        kind=rec.kind,
+        id=rec.id,
+        metadata=rec.metadata,
+        tags=rec.tags,
+        source_ids=rec.source_ids,
     ).validate()
     if superseded is not None:
         try:

@@ -11,14 +11,14 @@ backend keeps only its dialect (placeholders, timestamp functions).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from actormem.store._limits import TIMESTAMP
-from actormem.store._records import check_limit
-from actormem.store._types import InvalidMemoryError, NewMemory
+from actormem.store._limits import COUNT, TIMESTAMP
+from actormem.store._records import check_limit, check_text
+from actormem.store._types import InvalidMemoryError, NewMemory, check_str_tuple
 
-__all__ = ["check_entry", "check_state", "log_entries_sql"]
+__all__ = ["check_compaction", "check_entry", "check_state", "log_entries_sql"]
 
 
 def check_entry(
@@ -42,6 +42,7 @@ def check_entry(
     """
     if not isinstance(entry_type, str) or not 0 < len(entry_type) <= 32:
         raise InvalidMemoryError(f"{prefix}entry_type must be a str of 1-32 chars: {entry_type!r}")
+    check_text(entry_type, f"{prefix}entry_type", max_chars=32)
     NewMemory(content=content).validate()  # type: ignore[arg-type]
     if metadata is None:
         meta: dict[str, Any] = {}
@@ -63,6 +64,8 @@ def check_state(values: object) -> None:
     for key, value in values.items():
         if not isinstance(key, str) or not key or not isinstance(value, str):
             raise InvalidMemoryError(f"journal state needs str keys and values: {key!r}")
+        check_text(key, "journal state key", max_chars=256)
+        check_text(value, f"journal state value of {key!r}", max_chars=2**30)
 
 
 def log_entries_sql(
@@ -82,10 +85,13 @@ def log_entries_sql(
         where: The namespace's clause, ``params`` its values.
         mark: The driver's placeholder (``?`` or ``%s``).
     """
+    if compacted is not None and not isinstance(compacted, bool):
+        raise InvalidMemoryError(f"compacted must be a bool or None, got {compacted!r}")
+    after_seq = int(COUNT.check(after_seq, "after_seq", error=InvalidMemoryError) or 0)
     if compacted is not None:
         where += " AND compaction_id IS " + ("NOT NULL" if compacted else "NULL")
     where += f" AND seq > {mark}"
-    params = [*params, int(after_seq)]
+    params = [*params, after_seq]
     if limit is None:
         return f"SELECT {select} FROM activity_log WHERE {where} ORDER BY seq", params
     check_limit(limit)
@@ -94,3 +100,36 @@ def log_entries_sql(
         f"ORDER BY seq DESC LIMIT {int(limit)}) AS latest ORDER BY seq",
         params,
     )
+
+
+def check_compaction(
+    entry_ids: object,
+    summary_id: object,
+    summary: object,
+    summarizer: object,
+    bytes_before: object,
+    bytes_after: object,
+) -> list[str]:
+    """Check ``log_compact``'s arguments; return the entry ids, first occurrence kept.
+
+    Every value is checked before the compaction is written or acknowledged:
+    on DuckDB a ``summary`` of ``None`` used to be acknowledged and then
+    refused by the database when the record was applied (set aside, lost).
+    """
+    if isinstance(entry_ids, str | bytes) or not isinstance(entry_ids, Sequence):
+        raise InvalidMemoryError(
+            f"entry_ids must be a list of entry ids, got {type(entry_ids).__name__}"
+        )
+    ids = list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
+    for i in ids:
+        check_text(i, "entry_ids", max_chars=256)
+    if not ids:
+        raise InvalidMemoryError("entry_ids: log_compact needs at least one entry id")
+    check_text(summary_id, "summary_id", max_chars=256)
+    if not summary_id:
+        raise InvalidMemoryError("summary_id must not be empty")
+    check_text(summary, "summary", max_chars=1_000_000)
+    check_text(summarizer, "summarizer", max_chars=256)
+    COUNT.check(bytes_before, "bytes_before", error=InvalidMemoryError)
+    COUNT.check(bytes_after, "bytes_after", error=InvalidMemoryError)
+    return ids

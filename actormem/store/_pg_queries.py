@@ -19,12 +19,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from actormem.store._journal_rows import check_entry, check_state, log_entries_sql
+from actormem.store._journal_rows import check_compaction, check_entry, check_state, log_entries_sql
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     HISTORY_SELECT,
     NS_COLS,
     check_limit,
+    check_memory_id,
     check_namespace,
     jsonb_text,
     row_to_compaction,
@@ -164,8 +165,7 @@ class PgQueries:
         self, namespace: Namespace, memory_id: str, *, include_deleted: bool = False
     ) -> MemoryRecord | None:
         """The memory ``memory_id`` if it lies in the scope, else ``None``."""
-        if not isinstance(memory_id, str):
-            raise InvalidMemoryError(f"memory_id must be a str, got {type(memory_id).__name__}")
+        check_memory_id(memory_id)
         where, params = scope_sql(namespace)
         live = "" if include_deleted else f" AND {PG_LIVE}"
         rows = self._rows(
@@ -216,6 +216,7 @@ class PgQueries:
         """The audit trail in the scope (optionally of one memory), oldest first."""
         where, params = scope_sql(namespace)
         if memory_id is not None:
+            check_memory_id(memory_id)
             where += " AND memory_id = %s"
             params.append(memory_id)
         rows = self._rows(
@@ -312,9 +313,9 @@ class PgQueries:
                 live entry of ``namespace``.
         """
         where, params = exact_sql(namespace)
-        ids = builtins.list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
-        if not ids:
-            raise InvalidMemoryError("log_compact needs at least one entry id")
+        ids = check_compaction(
+            entry_ids, summary_id, summary, summarizer, bytes_before, bytes_after
+        )
         cid = os.urandom(16).hex()
         now = self._clock()
 

@@ -31,6 +31,7 @@ from actormem.store._types import (
     Namespace,
     NamespaceError,
     NamespaceStats,
+    check_no_nul,
 )
 
 __all__ = [
@@ -42,7 +43,9 @@ __all__ = [
     "Batch",
     "Change",
     "check_limit",
+    "check_memory_id",
     "check_namespace",
+    "check_text",
     "clip_query",
     "content_hash",
     "json_text",
@@ -88,9 +91,12 @@ def sec(value: int | None) -> float | None:
 def json_text(value: dict[str, Any]) -> str:
     """Metadata as JSON text; :class:`InvalidMemoryError` when it is not serialisable."""
     try:
-        return msgspec.json.encode(value).decode()
+        text = msgspec.json.encode(value).decode()
     except (TypeError, msgspec.EncodeError) as exc:
         raise InvalidMemoryError(f"metadata is not JSON-serialisable: {exc}") from exc
+    if "\\u0000" in text:  # a NUL, or a backslash before "u0000": look closer
+        check_no_nul(value, "metadata")
+    return text
 
 
 # A number token with a positive exponent (``1e16``): how msgspec writes floats of 1e16 and up.
@@ -343,3 +349,32 @@ def rows_to_stats(
         )
         for row in rows
     ]
+
+
+def check_text(value: object, name: str, *, max_chars: int = 10_000) -> str:
+    """A free text the store keeps (a reason, a summary, a summarizer's name).
+
+    Refused with :class:`InvalidMemoryError` naming ``name``: not a ``str``,
+    longer than ``max_chars``, or text that cannot be stored on every
+    backend -- a lone surrogate (not UTF-8) or a NUL character (PostgreSQL's
+    text cannot hold one; refusing it on DuckDB too keeps a store movable
+    between backends and keeps what one accepts equal to what the other does).
+    """
+    if not isinstance(value, str):
+        raise InvalidMemoryError(f"{name} must be a str, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise InvalidMemoryError(f"{name} has {len(value)} characters, the limit is {max_chars}")
+    if "\x00" in value:
+        raise InvalidMemoryError(f"{name} holds a NUL character (U+0000), which no backend keeps")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMemoryError(f"{name} is not valid Unicode text (a lone surrogate?)") from None
+    return value
+
+
+def check_memory_id(value: object, name: str = "memory_id") -> str:
+    """A memory's id as given to ``get``/``update``/``delete``/``history``."""
+    if not isinstance(value, str):
+        raise InvalidMemoryError(f"{name} must be a str, got {type(value).__name__}")
+    return check_text(value, name, max_chars=256)

@@ -219,6 +219,7 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             and 0 < len(content) <= _MAX_CONTENT
             and content.isascii()
             and not content.isspace()
+            and "\x00" not in content
             and self.kind == "fact"
             and type(self.importance) is float
             and 0.0 <= self.importance <= 1.0
@@ -257,13 +258,27 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         for name in ("tags", "source_ids"):
             if not all(_utf8(t) for t in getattr(self, name)):
                 raise InvalidMemoryError(f"{name} hold text that is not valid Unicode")
+        # PostgreSQL's text cannot hold a NUL: refused on every backend alike, so
+        # what one store accepts another does (and an export moves between them).
+        for name, text in (("content", self.content), ("kind", self.kind)):
+            if "\x00" in text:
+                raise InvalidMemoryError(
+                    f"{name} holds a NUL character (U+0000), which no backend keeps"
+                )
+        for name in ("tags", "source_ids"):
+            if any("\x00" in t for t in getattr(self, name)):
+                raise InvalidMemoryError(
+                    f"{name} hold a NUL character (U+0000), which no backend keeps"
+                )
         # The door's JSON check (actormem._door): JSON values only, string keys, no
         # NaN, at most MAX_DEPTH levels (deeper made every later encode recurse out).
         check_json_object(self.metadata, "metadata", error=InvalidMemoryError)
         try:
-            msgspec.json.encode(self.metadata)
+            encoded = msgspec.json.encode(self.metadata)
         except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as exc:
             raise InvalidMemoryError(f"metadata cannot be stored as JSON: {exc}") from None
+        if b"\\u0000" in encoded:
+            check_no_nul(self.metadata, "metadata")
 
 
 class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -683,6 +698,25 @@ def _utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def check_no_nul(value: object, path: str) -> None:
+    """Refuse a NUL character (U+0000) in any key or string of JSON ``value``.
+
+    PostgreSQL's ``jsonb`` cannot hold one; refused on every backend alike.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidMemoryError(
+                f"{path} holds a NUL character (U+0000), which no backend keeps"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_no_nul(key, f"{path} key {key!r}")
+            check_no_nul(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_no_nul(item, f"{path}[{i}]")
 
 
 def check_str_tuple(name: str, value: object) -> tuple[str, ...]:

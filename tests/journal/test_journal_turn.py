@@ -69,9 +69,10 @@ def test_update_now_and_its_entries_commit_in_one_transaction(make_runtime: Make
     recs = rt.log_many([("THOUGHT", "one", {}), ("TOOL_USE", "two", {"tool": "t"})])
     assert store.change_counter == before + 1
     assert [r.seq for r in recs] == [seqs[-1] + 1, seqs[-1] + 2]
-    # a NUL character has no literal: the same transaction with bound parameters
-    nul = rt.log_many([("THOUGHT", "nul \x00 inside", {})])
-    assert store.log_entries(NS)[-1].content == "nul \x00 inside" == nul[0].content
+    # no backend keeps a NUL character: the journal replaces it, as the door does
+    nul = rt.log_many([("THOUGHT", "nul \x00 inside", {"raw": "\x00"})])
+    assert store.log_entries(NS)[-1].content == "nul \ufffd inside" == nul[0].content
+    assert nul[0].metadata == {"raw": "\ufffd"}
     assert nul[0].seq == recs[-1].seq + 1
 
 
