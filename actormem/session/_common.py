@@ -27,6 +27,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from actormem._dsn import is_dsn
 from actormem.state import StateError, StateModule
 
 __all__ = [
@@ -49,7 +50,6 @@ FORMAT_NAME: Final = "actormem.session"
 SCHEMA_VERSION: Final = 1
 DEFAULT_SESSIONS_DIR: Final = "sessions"
 ID_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+=-]{0,127}")
-DSN_PREFIXES: Final = ("postgresql://", "postgres://")
 
 
 class SessionError(ValueError):
@@ -194,11 +194,6 @@ _ENCODER: Final = msgspec.json.Encoder()
 _HEADER_DECODER: Final = msgspec.json.Decoder(_Header)
 DOC_DECODER: Final = msgspec.json.Decoder(_DocumentV1)
 RAW_DOC_DECODER: Final = msgspec.json.Decoder(RawDocument)
-
-
-def is_dsn(target: object) -> bool:
-    """Whether ``target`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
-    return isinstance(target, str) and target.startswith(DSN_PREFIXES)
 
 
 def validate_session_id(session_id: object) -> str:

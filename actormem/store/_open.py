@@ -2,7 +2,8 @@
 
 One place decides which backend a ``store=`` argument or a ``--db`` option
 means, so :class:`~actormem.runtime.MemoryRuntime`, the CLI and the memory
-explorer agree: a ``postgresql://`` (or ``postgres://``) URL opens a
+explorer agree: a ``postgresql://`` (or ``postgres://``) URL, or libpq's
+key/value words (``host=... dbname=...``, see :mod:`actormem._dsn`), opens a
 :class:`~actormem.store._postgres.PostgresStore` (the backend for several
 processes), anything else is a DuckDB file.  psycopg is imported only when a
 URL is opened, so the embedded default needs none of the ``postgres`` extra.
@@ -14,21 +15,14 @@ import importlib
 import os
 from typing import Any, Final
 
+from actormem._dsn import DSN_PREFIXES, is_dsn, without_password
 from actormem.store._duckdb import DuckDBStore
 from actormem.store._protocol import MemoryStore
 
 __all__ = ["DSN_PREFIXES", "POSTGRES_INSTALL_HINT", "is_dsn", "open_store", "store_label"]
 
-#: What a PostgreSQL URL starts with (libpq accepts both spellings).
-DSN_PREFIXES: Final = ("postgresql://", "postgres://")
-
 #: How to get the PostgreSQL backend's dependencies.
 POSTGRES_INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
-
-
-def is_dsn(target: object) -> bool:
-    """Whether ``target`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
-    return isinstance(target, str) and target.startswith(DSN_PREFIXES)
 
 
 def store_label(target: str | os.PathLike[str]) -> str:
@@ -38,6 +32,8 @@ def store_label(target: str | os.PathLike[str]) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     assert isinstance(target, str)
+    if not target.startswith(DSN_PREFIXES):  # libpq key/value words
+        return without_password(target)
     try:
         parts = urlsplit(target)
         if parts.password is None:

@@ -17,8 +17,12 @@ from actormem.store._open import store_label
 
 def test_is_dsn_knows_both_spellings_and_nothing_else(tmp_path: Path) -> None:
     assert is_dsn("postgresql://u@h/db") and is_dsn("postgres://h/db")
+    # libpq's key/value words (psycopg's make_conninfo returns them)
+    assert is_dsn("host=/tmp/pg dbname=mem user=app") and is_dsn("dbname=mem")
+    assert is_dsn(" user = app host=db.example")
     assert not is_dsn("memory.duckdb") and not is_dsn(tmp_path / "x.duckdb")
     assert not is_dsn("mysql://h/db") and not is_dsn(None)
+    assert not is_dsn("notes=draft.duckdb") and not is_dsn(str(tmp_path / "host=x.duckdb"))
 
 
 def test_a_path_opens_a_duckdb_file(tmp_path: Path) -> None:
@@ -37,6 +41,9 @@ def test_the_label_of_a_url_drops_its_password() -> None:
     )
     assert store_label("postgresql://ada@db/mem") == "postgresql://ada@db/mem"
     assert store_label("/tmp/m.duckdb") == "/tmp/m.duckdb"
+    assert store_label("host=db user=ada password='s3 cret' dbname=mem") == (
+        "host=db user=ada password=*** dbname=mem"
+    )
 
 
 @pytest.mark.parametrize("missing", ["psycopg", "pgvector"])
@@ -91,3 +98,26 @@ def test_the_runtime_opens_a_postgres_store_from_a_url(pg_dsn: str, tmp_path: Pa
         hits = again.search("bicycle shed", ns, 5)
         assert hits and "garden shed" in hits[0].memory.content
     assert not (tmp_path / "long_term.duckdb").exists()
+
+
+def test_key_value_words_open_postgres_not_a_file_named_after_them(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: ``store="host=... dbname=..."`` (libpq's other spelling, what
+    ``make_conninfo`` returns) was taken for a path and created a DuckDB file
+    named after the words in the working directory."""
+    from actormem import Msg
+    from actormem.store._postgres import PostgresStore
+
+    monkeypatch.chdir(tmp_path)
+    assert not pg_dsn.startswith("postgres")  # the fixture gives key/value words
+    ns = Namespace(user_id="ada", agent_id="agent")
+    emb = HashEmbedder(32)
+    with MemoryRuntime(session_dir=tmp_path, store=pg_dsn, embedder=emb, namespace=ns) as rt:
+        assert isinstance(rt.store, PostgresStore)
+        rt.record([Msg.user("My kayak is in the boathouse"), Msg.assistant("Noted.")])
+        rt.flush()
+    with open_store(pg_dsn, embedder=emb) as again:
+        assert isinstance(again, PostgresStore)
+        assert "boathouse" in again.search("kayak", ns, 5)[0].memory.content
+    assert sorted(p.name for p in tmp_path.iterdir() if "=" in p.name) == []

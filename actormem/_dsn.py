@@ -1,0 +1,41 @@
+"""Whether a ``store=`` / ``session_dir=`` / ``--db`` value names a PostgreSQL database.
+
+Why a module of its own: the store, the sessions and the CLI must agree on
+what a PostgreSQL connection string looks like, and this test must not
+import either backend.  libpq takes two spellings: a URL
+(``postgresql://user@host/db``) and key/value words
+(``host=/tmp dbname=mem user=app``, what ``psycopg.conninfo.make_conninfo``
+returns).  Only URLs were recognised; the key/value form was taken for a
+file name and silently created a DuckDB file with that name in the working
+directory.  Now a string that starts with a libpq keyword and ``=`` is a
+connection string too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+__all__ = ["DSN_PREFIXES", "is_dsn", "without_password"]
+
+#: What a PostgreSQL URL starts with (libpq accepts both spellings).
+DSN_PREFIXES: Final = ("postgresql://", "postgres://")
+
+# The libpq connection keywords a key/value string starts with in practice.
+_KEYWORD_DSN: Final = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|"
+    r"application_name|connect_timeout|options|target_session_attrs)\s*=",
+)
+_PASSWORD_WORD: Final = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)")
+
+
+def is_dsn(target: object) -> bool:
+    """Whether ``target`` is a PostgreSQL connection string (a URL or libpq key/value words)."""
+    if not isinstance(target, str):
+        return False
+    return target.startswith(DSN_PREFIXES) or _KEYWORD_DSN.match(target) is not None
+
+
+def without_password(dsn: str) -> str:
+    """A key/value connection string fit for messages (``password=`` hidden)."""
+    return _PASSWORD_WORD.sub(r"\1***", dsn)
