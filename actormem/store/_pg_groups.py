@@ -88,7 +88,7 @@ def groups_sql(rows: str) -> str:
     )
 
 
-def new_groups_sql(rows: str) -> str:
+def new_groups_sql(rows: str, before: str = "") -> str:
     """One statement adding a batch's new rows (a query of namespace, ``id``, ``pgrp``,
     ``doclen``, ``terms``, ``tfs`` columns) to ``posting_groups`` and ``term_stats``.
 
@@ -100,10 +100,11 @@ def new_groups_sql(rows: str) -> str:
     1,000-row batch at 50k rows, server CPU: 52-57 ms, against 61-67 ms when
     the statistics were computed again from the arrays the group insert
     returned (one ``unnest`` per array and group).  A column added to
-    ``posting_groups`` is added here and in :func:`groups_sql`.
+    ``posting_groups`` is added here and in :func:`groups_sql`.  ``before``: other
+    common table expressions (``name AS (...), ``) run by the same statement.
     """
     return (
-        f"WITH a AS MATERIALIZED (SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS ids, "
+        f"WITH {before}a AS MATERIALIZED (SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS ids, "
         "array_agg(u.tf) AS tfs, array_agg(r.doclen) AS doclens, count(*) AS df, "
         "max(u.tf) AS max_tf, min(r.doclen) AS min_doclen "
         f"FROM ({rows}) AS r, unnest(r.terms, r.tfs) AS u(term, tf) "

@@ -57,21 +57,30 @@ def lock_keys(conn: Any, keys: Sequence[Sequence[str]]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key_text(key),))
 
 
-def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None:
-    """Insert new memory rows (with their BM25 term counts) by binary COPY, and add
-    them to the keyword statistics and postings.
+def copy_inserts(
+    conn: Any,
+    inserts: Sequence[tuple[MemoryRecord, F32]],
+    history: Sequence[HistoryRow] = (),
+    now: float = 0.0,
+) -> int:
+    """Insert new memory rows (with their BM25 term counts) by binary COPY, add them to
+    the keyword statistics and postings, and write the history rows that record them.
 
     The batch takes a posting group number (``posting_group_seq``) and declares
     it in the transaction-local setting that the schema's insert check asks for
     (:mod:`actormem.store._pg_groups`: rows enter ``memories`` only here).  The
-    rows are encoded here, all at once, into PostgreSQL's binary COPY format
-    (:func:`encode_inserts`) and sent as one buffer (psycopg's per-row
-    ``write_row`` encoded arrays element by element: 4.5 s of client CPU for
-    100k rows, 3.7 s then).  The statistics and bounds of the live rows among
-    them are added to ``scope_stats`` and ``term_stats`` (counted while
-    encoding) and their postings to ``posting_groups`` (built by the server
-    from the rows just copied), in the same transaction: see
-    :func:`add_insert_stats` for why not by triggers.
+    rows are encoded here into PostgreSQL's binary COPY format
+    (:func:`encode_rows`; psycopg's per-row ``write_row`` encoded arrays element
+    by element: 4.5 s of client CPU for 100k rows, 3.7 s then).  Then one
+    statement (:func:`add_insert_stats`) adds the live rows' statistics to
+    ``scope_stats`` and ``term_stats`` (counted while encoding), their postings
+    to ``posting_groups`` (built by the server from the rows just copied) and
+    the leading ``ADD`` rows of ``history`` (see :func:`added_history`), in the
+    same transaction: see :func:`add_insert_stats` for why not by triggers.
+
+    Returns:
+        How many rows of ``history``, from the first, were written (the caller
+        writes the rest after them, with :func:`copy_history`).
     """
     row = conn.execute(
         "SELECT set_config(%s, nextval('posting_group_seq')::text, true)", (GROUP_SETTING,)
@@ -84,7 +93,31 @@ def copy_inserts(conn: Any, inserts: Sequence[tuple[MemoryRecord, F32]]) -> None
         # client encodes the next (one buffer at the end left it idle meanwhile)
         for start in range(0, len(inserts), _CHUNK):
             copy.write(encode_rows(inserts[start : start + _CHUNK], pgrp, stats))
-    add_insert_stats(conn, stats)
+    added = added_history(inserts, history)
+    add_insert_stats(conn, stats, [rec.id for rec, _ in inserts[:added]], now)
+    return added
+
+
+HistoryRow = tuple[str, Namespace, str, str | None, str | None, str]
+
+
+def added_history(
+    inserts: Sequence[tuple[MemoryRecord, F32]], history: Sequence[HistoryRow]
+) -> int:
+    """How many rows at the start of ``history`` record exactly the addition of the
+    inserts in order: ``ADD`` of the memory's id, in its namespace, no old content,
+    its content as the new one, no reason (what an ``add``/``add_many`` logs first).
+
+    Those are written by the server from the copied rows instead of being sent
+    again (:func:`add_insert_stats`); anything else in ``history`` is copied by
+    :func:`copy_history` after them, so the history keeps the batch's order.
+    """
+    n = 0
+    for (rec, _), row in zip(inserts, history):  # noqa: B905 - the shorter one ends it
+        if row != (rec.id, rec.namespace, "ADD", None, rec.content, ""):
+            break
+        n += 1
+    return n
 
 
 class InsertStats:
@@ -105,8 +138,12 @@ class InsertStats:
         self.ids.append(memory_id)
 
 
-def add_insert_stats(conn: Any, stats: InsertStats) -> None:
-    """Add a batch's new live rows to the keyword tables (the caller's transaction).
+def add_insert_stats(
+    conn: Any, stats: InsertStats, added: Sequence[str] = (), now: float = 0.0
+) -> None:
+    """Add a batch's new live rows to the keyword tables, and write the ``ADD`` history
+    rows of the memories ``added`` (ids in the batch's order) at ``now``: one statement,
+    in the caller's transaction.
 
     Updates and deletes are handled by statement triggers (schema v3 and v4);
     new rows are added here since schema v5 (statistics), v7 (postings and
@@ -121,25 +158,47 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
     and the postings tests recount them after every kind of write).  Keys are
     written in sorted order, so two batches never wait for each other in
     opposite orders.
+
+    The statistics, the postings and the history rows go in one statement (its
+    parts are common table expressions) instead of three round trips and a
+    second ``COPY`` that sent every memory's content again; the history rows
+    are read from the copied rows, in the order of ``added``, so their
+    ``seq`` follows the batch as before.
     """
     # arrays go as literals built here: psycopg's list adapter quoted them element
     # by element (as much client time as encoding the rows)
+    parts: list[tuple[str, str]] = []  # (name, statement) of each part but the postings'
+    params: list[Any] = []
     if stats.scopes:
         keys = sorted(stats.scopes)
         cols = list(zip(*keys, strict=True))
-        conn.execute(
-            f"""INSERT INTO scope_stats AS s ({_NS}, docs, doclen, episodes)
+        parts.append(
+            (
+                "s",
+                f"""INSERT INTO scope_stats AS s ({_NS}, docs, doclen, episodes)
             SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
                 %s::int8[], %s::int8[], %s::int8[])
             ON CONFLICT ({_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
                 doclen = s.doclen + excluded.doclen, episodes = s.episodes + excluded.episodes""",
-            (
-                *[array_text(c) for c in cols],
-                _int_array_text(stats.scopes[k][0] for k in keys),
-                _int_array_text(stats.scopes[k][1] for k in keys),
-                _int_array_text(stats.scopes[k][2] for k in keys),
-            ),
+            )
         )
+        params += [
+            *[array_text(c) for c in cols],
+            _int_array_text(stats.scopes[k][0] for k in keys),
+            _int_array_text(stats.scopes[k][1] for k in keys),
+            _int_array_text(stats.scopes[k][2] for k in keys),
+        ]
+    if added:
+        parts.append(
+            (
+                "h",
+                f"INSERT INTO history (id, memory_id, {_NS}, op, old_content, new_content, ts, "
+                f"reason) SELECT %s::text || (u.o - 1), m.id, {_NS}, 'ADD', NULL, m.content, "
+                "%s::int8, '' FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, o) "
+                "JOIN memories m USING (id) ORDER BY u.o",
+            )
+        )
+        params += [uuid.uuid4().hex + "-", us(now), array_text(added)]
     if stats.ids:
         # the postings, one group row per term and namespace, built by the server from
         # the rows just copied (read back by primary key), and from the same
@@ -148,7 +207,16 @@ def add_insert_stats(conn: Any, stats: InsertStats) -> None:
         posted = (
             f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM memories WHERE id = ANY(%s::text[])"
         )
-        conn.execute(new_groups_sql(posted), (array_text(sorted(stats.ids)),))
+        sql = new_groups_sql(posted, "".join(f"{n} AS ({q}), " for n, q in parts))
+        params.append(array_text(sorted(stats.ids)))
+    elif parts:
+        # no live row: the last part is the statement, the others its expressions
+        *first, (_, sql) = parts
+        if first:
+            sql = "WITH " + ", ".join(f"{n} AS ({q})" for n, q in first) + " " + sql
+    else:
+        return
+    conn.execute(sql, params)
 
 
 # PostgreSQL's binary COPY format: a signature, then per row the number of
@@ -372,11 +440,7 @@ def array_text(values: Sequence[str]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-def copy_history(
-    conn: Any,
-    rows: Sequence[tuple[str, Namespace, str, str | None, str | None, str]],
-    now: float,
-) -> None:
+def copy_history(conn: Any, rows: Sequence[HistoryRow], now: float) -> None:
     """Append history rows written at ``now`` by binary COPY."""
     prefix = uuid.uuid4().hex
     ts = us(now)

@@ -474,12 +474,11 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         return out
 
     def _commit(self, conn: Any, batch: Batch, now: float) -> None:
-        if batch.inserts:
-            copy_inserts(conn, batch.inserts)
+        written = copy_inserts(conn, batch.inserts, batch.history, now) if batch.inserts else 0
         if batch.changes:
             update_changes(conn, builtins.list(batch.changes.values()))
-        if batch.history:
-            copy_history(conn, batch.history, now)
+        if len(batch.history) > written:
+            copy_history(conn, batch.history[written:], now)
 
     def forget(self, namespace: Namespace) -> ForgetReport:
         """Remove every memory in the scope, its history and its journal rows, for good."""

@@ -239,6 +239,34 @@ def test_every_added_memory_has_an_add_history_row(store: Any, ns: Namespace, de
         assert rows[0].new_content == store.get(ns, res.id).content
 
 
+def test_history_of_a_batch_keeps_its_order_adds_then_merges(store: Any, ns: Namespace) -> None:
+    # PostgreSQL writes a batch's ADD rows from the copied memories and the rest after
+    # them: the trail must read as one batch written in order, with distinct row ids
+    first = store.add_many(ns, ["Ada lives in Paris", "Ada likes green tea", "Ada lives in Paris"])
+    assert [r.op for r in first] == ["ADD", "ADD", "MERGE"]
+    second = store.add_many(ns, ["Bob rides a red bike", "Ada likes green tea"])
+    assert [r.op for r in second] == ["ADD", "MERGE"]
+    trail = store.history(ns)
+    # a duplicate inside one batch is folded into its first copy (no row); one of a
+    # stored memory is a MERGE, logged after the batch's ADD rows
+    assert [(h.op, h.memory_id) for h in trail] == [
+        ("ADD", first[0].id),
+        ("ADD", first[1].id),
+        ("ADD", second[0].id),
+        ("MERGE", first[1].id),
+    ]
+    assert [h.new_content for h in trail] == [
+        "Ada lives in Paris",
+        "Ada likes green tea",
+        "Bob rides a red bike",
+        "Ada likes green tea",
+    ]
+    assert all(h.old_content is None and h.reason == "" for h in trail if h.op == "ADD")
+    assert all(h.namespace == ns for h in trail)
+    assert len({h.id for h in trail}) == len(trail)
+    assert trail[0].ts == trail[1].ts <= trail[2].ts == trail[3].ts
+
+
 def test_update_changes_content_and_search(store: Any, ns: Namespace) -> None:
     res = store.add(ns, "Bob lives in Paris")
     up = store.update(ns, res.id, content="Bob lives in Berlin", importance=0.9, reason="moved")
