@@ -281,11 +281,11 @@ def test_keyword_top_skips_common_terms_and_stays_exact(
     real = _pg_keyword._attempt
     state: dict[str, Any] = {"full": False, "skips": []}
 
-    def spy(c: Any, s: Any, read: Any, skip: Any, bound: Any, known: Any, *rest: Any) -> Any:
-        if state["full"]:  # the reference: skip nothing
-            return real(c, s, [*read, *skip], [], 0.0, 0.0, *rest)
+    def spy(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any) -> Any:
+        if state["full"]:  # the reference: skip nothing (read: (term, weight))
+            return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest)
         state["skips"].append(len(skip))
-        return real(c, s, read, skip, bound, known, *rest)
+        return real(c, s, read, skip, known, *rest)
 
     monkeypatch.setattr(_pg_keyword, "_attempt", spy)
     skipped = 0
@@ -308,6 +308,28 @@ def test_keyword_top_skips_common_terms_and_stays_exact(
                 b = {i for i, x in zip(ids2, scores2, strict=True) if x > above}
                 assert a == b, query
     assert skipped >= 5  # the pruning is exercised, not only the full computation
+
+
+def test_keyword_top_leaves_the_planner_settings_of_the_callers_transaction(
+    big: PostgresStore,
+) -> None:
+    # the attempts hash their postings by id (sorts disabled inside the transaction);
+    # the search's own statement, planned next in the same transaction, must not be
+    scope = Namespace(agent_id="bench")
+    with psycopg.connect(big.dsn, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            ids, _, statements = _pg_keyword.keyword_top(conn, scope, ["w0", "w1"], 30, 1.2, 0.75)
+            assert ids and statements >= 1
+            assert conn.execute("SHOW enable_sort").fetchone()[0] == "on"
+        ids2, _, _ = _pg_keyword.keyword_top(conn, scope, ["w0", "w1"], 30, 1.2, 0.75)
+        assert ids2 == ids
+        assert conn.execute("SHOW enable_sort").fetchone()[0] == "on"
+        # a session that chose otherwise gets its own value back
+        conn.execute("SET enable_sort = off")
+        with conn.transaction():
+            _pg_keyword.keyword_top(conn, scope, ["w0", "w1"], 30, 1.2, 0.75)
+            assert conn.execute("SHOW enable_sort").fetchone()[0] == "off"
 
 
 def test_context_blends_neighbours_of_the_candidates_like_duckdb(

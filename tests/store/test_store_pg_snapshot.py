@@ -93,8 +93,8 @@ def _reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make keyword_top skip nothing: the full BM25 computation."""
     real = _pg_keyword._attempt
 
-    def full(c: Any, s: Any, read: Any, skip: Any, bound: Any, known: Any, *rest: Any) -> Any:
-        return real(c, s, [*read, *skip], [], 0.0, 0.0, *rest)
+    def full(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any) -> Any:
+        return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest)
 
     monkeypatch.setattr(_pg_keyword, "_attempt", full)
 
