@@ -17,14 +17,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["drop_database", "fresh_database", "postgres_server"]
+__all__ = ["drop_database", "fresh_database", "postgres_server", "server_settings"]
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """The DSN of a server the benchmark may create databases on."""
+def postgres_server(shared_buffers: str | None = None) -> Iterator[str]:
+    """The DSN of a server the benchmark may create databases on.
+
+    ``shared_buffers`` (e.g. ``"1GB"``): the private server is restarted with
+    that setting before any database is made (pgserver's default, PostgreSQL's,
+    is 128MB).  With ``ACTORMEM_PG_DSN`` the named server is used as it is
+    configured and asking for a setting is an error.
+    """
     env = os.environ.get("ACTORMEM_PG_DSN")
     if env:
+        if shared_buffers is not None:
+            raise ValueError("shared_buffers is set on the server ACTORMEM_PG_DSN names, not here")
         yield env
         return
     with warnings.catch_warnings():
@@ -33,10 +41,40 @@ def postgres_server() -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="amb", dir="/tmp")  # unix socket paths are short
     server: Any = pgserver.get_server(folder, cleanup_mode="stop")
     try:
+        if shared_buffers is not None:
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(
+                        sql.Literal(shared_buffers)
+                    )
+                )
+            server.cleanup()  # stop; read at the next start
+            server = pgserver.get_server(folder, cleanup_mode="stop")
+            with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
+                row = conn.execute("SHOW shared_buffers").fetchone()
+            now = str(row[0]) if row else "?"
+            if now.lower() != shared_buffers.lower():
+                raise RuntimeError(f"asked shared_buffers = {shared_buffers}, server has {now}")
         yield str(server.get_uri())
     finally:
         server.cleanup()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def server_settings(dsn: str) -> dict[str, str]:
+    """The settings of the server behind ``dsn`` that bear on the benchmark's figures."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN "
+            "('shared_buffers', 'work_mem', 'effective_cache_size', "
+            "'max_parallel_workers_per_gather', 'jit', 'server_version')"
+        ).fetchall()
+    return {str(k): str(v) for k, v in rows}
 
 
 def _url(dsn: str, dbname: str) -> str:

@@ -379,21 +379,37 @@ def run_size(
 
 
 def _compare_backends(
-    sizes: Sequence[int], embedder: WordLlamaEmbedder, *, quick: bool
+    sizes: Sequence[int],
+    embedder: WordLlamaEmbedder,
+    *,
+    quick: bool,
+    shared_buffers: str | None = None,
 ) -> dict[str, Any]:
     """DuckDB beside PostgreSQL (``--backend postgres``)."""
     from benchmarks._backends import BACKENDS, run_backends, table_rows
-    from benchmarks._pg import postgres_server
+    from benchmarks._pg import postgres_server, server_settings
 
     results = []
-    with tempfile.TemporaryDirectory() as tmp, postgres_server() as server:
+    with tempfile.TemporaryDirectory() as tmp, postgres_server(shared_buffers) as server:
+        settings = server_settings(server)
         for n in sizes:
             results.append(run_backends(n, Path(tmp), embedder, server, BACKENDS))
     cols, rows = table_rows(results)
-    title = "store backends: ingest (memories/s), search (ms; tnt: a tenant), clients (searches/s)"
+    title = (
+        "store backends: ingest (memories/s), search (ms; tnt: a tenant), clients (searches/s); "
+        f"PostgreSQL shared_buffers {settings.get('shared_buffers')}"
+    )
     print_table(title, cols, rows)
-    payload = {"benchmark": "store_backends", "sizes": list(sizes), "results": results}
-    write_results("bench_store_backends_quick" if quick else "bench_store_backends", payload)
+    payload = {
+        "benchmark": "store_backends",
+        "sizes": list(sizes),
+        "postgres_settings": settings,
+        "results": results,
+    }
+    name = "bench_store_backends_quick" if quick else "bench_store_backends"
+    if shared_buffers is not None:
+        name += "_sb" + "".join(c for c in shared_buffers if c.isalnum())
+    write_results(name, payload)
     return payload
 
 
@@ -413,12 +429,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default="duckdb",
         help="postgres: DuckDB and PostgreSQL side by side (default: DuckDB in depth)",
     )
+    parser.add_argument(
+        "--pg-shared-buffers",
+        default=None,
+        metavar="SIZE",
+        help="with --backend postgres: restart the private server with this shared_buffers "
+        "(e.g. 1GB; default: the server's own, 128MB for pgserver); printed and recorded",
+    )
     args = parser.parse_args(argv)
     sizes = [10_000] if args.quick else [int(s) for s in args.sizes.split(",")]
     embedder = WordLlamaEmbedder()
     embedder.embed(["warm up"])
     if args.backend == "postgres":
-        return _compare_backends(sizes, embedder, quick=args.quick)
+        return _compare_backends(
+            sizes, embedder, quick=args.quick, shared_buffers=args.pg_shared_buffers
+        )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:

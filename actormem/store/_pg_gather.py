@@ -228,12 +228,13 @@ class Gatherer:
 
         if not large:  # one statement: one snapshot already
             return checked(None, None)
-        with read_snapshot(conn):
+        beside = use_vec and qvec is not None and self._aside is not None
+        with read_snapshot(conn, export=beside) as snapshot:
             vec_side = None
-            if use_vec and qvec is not None and self._aside is not None:
-                snapshot = str(conn.execute("SELECT pg_export_snapshot()").fetchone()[0])
+            if snapshot is not None and self._aside is not None and qvec is not None:
+                qv = qvec
                 vec_side = self._aside.start(
-                    snapshot, lambda c: vector_top(c, scope, filters, qvec, pool, ann)
+                    snapshot, lambda c: vector_top(c, scope, filters, qv, pool, ann)
                 )
             try:
                 kw = keyword_top(conn, scope, list(terms), pool, k1, b)[:2]

@@ -57,7 +57,10 @@ COMMON: Final = 0.2
 #: Safety margin on the bounds (float rounding of the sums).
 _SLACK: Final = 1e-9
 
-#: Set (transaction-local) by the statistics' statement, undone by :data:`_RESTORED`.
+#: Set (transaction-local) by the statistics' statement and before any further attempt;
+#: each attempt gives the previous value back as it runs (its own plan is made by then),
+#: so the statements that follow in the caller's transaction plan as usual, without a
+#: round trip of its own.
 #: An attempt sums the postings per memory id.  Its planner expects a few hundred
 #: postings (a posting group's arrays hold 4-5 ids on average, a common term's hundreds)
 #: and sorts them by id, and a text sort under a libc collation (``C.UTF-8`` too)
@@ -69,7 +72,6 @@ _SLACK: Final = 1e-9
 _HASHED: Final = "set_config('enable_sort', 'off', true)"
 #: The setting as it was: read in the ``FROM`` clause, so before the projection turns it off.
 _BEFORE: Final = "(SELECT current_setting('enable_sort') AS was OFFSET 0) AS before"
-_RESTORED: Final = "SELECT set_config('enable_sort', %s, true)"
 
 
 def _stats(conn: Any, scope: Namespace, terms: list[str]) -> tuple[float, float, list[Any], str]:
@@ -103,6 +105,8 @@ def _attempt(
     c1: float,
     c2: float,
     pool: int,
+    was: str,
+    again: bool = False,
 ) -> tuple[float, list[str], list[float]]:
     """One statement: ``(theta, ids, scores)`` reading the postings of ``read`` only.
 
@@ -111,9 +115,11 @@ def _attempt(
     that need them are read from those rows (primary key lookups).  Which
     rows need them: a row whose partial score plus the skipped terms' bounds
     *at its own length* (the postings carry it; ``skip`` gives each term's
-    largest count, ``None``: unbounded) reaches ``theta``.  (The rows holding no read term,
-    which no posting names, are bounded by the caller: the skipped terms' bounds
-    at the scope's shortest length.)
+    largest count, ``None``: unbounded) reaches ``theta``.  (The rows holding
+    no read term, which no posting names, are bounded by the caller: the
+    skipped terms' bounds at the scope's shortest length.)  ``was``: the
+    ``enable_sort`` setting it gives back; ``again``: a later attempt, which
+    turns it off first (:data:`_HASHED`).
     """
     pw, pparams = scope_sql(scope, "p.")
     # the norm added as one term, as the statement's BM25 does (same rounding)
@@ -158,7 +164,9 @@ def _attempt(
         f"full_ AS ({rows_of('surv')}), "
         "best AS (SELECT id, fs FROM full_ ORDER BY fs DESC, id LIMIT %s) "
         "SELECT (SELECT t FROM th), coalesce(array_agg(id ORDER BY fs DESC, id), '{}'), "
-        "coalesce(array_agg(fs ORDER BY fs DESC, id), '{}') FROM best"
+        "coalesce(array_agg(fs ORDER BY fs DESC, id), '{}'), "
+        # planned by now: the statements after this one plan with the setting as it was
+        "set_config('enable_sort', %s, true) FROM best"
     )
     params = [
         [t for t, _ in read],
@@ -170,8 +178,14 @@ def _attempt(
         pool - 1,
         *xparams,
         pool,
+        was,
     ]
-    row = conn.execute(sql, params).fetchone()
+    if again:  # sent together with the attempt: one round trip
+        with conn.pipeline():
+            conn.execute(f"SELECT {_HASHED}")
+            row = conn.execute(sql, params).fetchone()
+    else:
+        row = conn.execute(sql, params).fetchone()
     return float(row[0]), list(row[1]), [float(x) for x in row[2]]
 
 
@@ -206,14 +220,8 @@ def keyword_top(
     qcounts = Counter(terms)
     if not qcounts or pool <= 0:
         return [], [], 0
-    outer = int(conn.info.transaction_status) != 0  # the caller's transaction goes on
-    was: list[str] = []  # the planner setting to give back
     with read_snapshot(conn):
-        try:
-            return _top(conn, scope, qcounts, pool, k1, b, was)
-        finally:
-            if outer and was and int(conn.info.transaction_status) == 2:  # INTRANS: not failed
-                conn.execute(_RESTORED, was)  # the caller's next statements plan as usual
+        return _top(conn, scope, qcounts, pool, k1, b)
 
 
 def _top(
@@ -223,11 +231,9 @@ def _top(
     pool: int,
     k1: float,
     b: float,
-    was: list[str],
 ) -> tuple[list[str], list[float], int]:
     qterms = list(qcounts)
-    n, tot, per_term, setting = _stats(conn, scope, qterms)
-    was.append(setting)
+    n, tot, per_term, was = _stats(conn, scope, qterms)
     if n <= 0:
         return [], [], 0
     c1 = float(k1 * (1.0 - b))
@@ -271,6 +277,8 @@ def _top(
             c1,
             c2,
             pool,
+            was,
+            again=statements > 0,
         )
         statements += 1
         known = max(known, theta)

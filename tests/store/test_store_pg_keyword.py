@@ -258,9 +258,9 @@ def test_a_large_scope_keyword_search_equals_bm25_from_the_rows(
     attempts: list[tuple[int, int]] = []  # (terms read, terms skipped)
     real = _pg_keyword._attempt
 
-    def spy(conn: Any, scope: Any, read: Any, skip: Any, *rest: Any) -> Any:
+    def spy(conn: Any, scope: Any, read: Any, skip: Any, *rest: Any, **kw: Any) -> Any:
         attempts.append((len(read), len(skip)))
-        return real(conn, scope, read, skip, *rest)
+        return real(conn, scope, read, skip, *rest, **kw)
 
     monkeypatch.setattr(_pg_keyword, "_attempt", spy)
     scope = Namespace(agent_id="bench")
@@ -281,11 +281,11 @@ def test_keyword_top_skips_common_terms_and_stays_exact(
     real = _pg_keyword._attempt
     state: dict[str, Any] = {"full": False, "skips": []}
 
-    def spy(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any) -> Any:
+    def spy(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any, **kw: Any) -> Any:
         if state["full"]:  # the reference: skip nothing (read: (term, weight))
-            return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest)
+            return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest, **kw)
         state["skips"].append(len(skip))
-        return real(c, s, read, skip, known, *rest)
+        return real(c, s, read, skip, known, *rest, **kw)
 
     monkeypatch.setattr(_pg_keyword, "_attempt", spy)
     skipped = 0

@@ -93,8 +93,8 @@ def _reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make keyword_top skip nothing: the full BM25 computation."""
     real = _pg_keyword._attempt
 
-    def full(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any) -> Any:
-        return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest)
+    def full(c: Any, s: Any, read: Any, skip: Any, known: Any, *rest: Any, **kw: Any) -> Any:
+        return real(c, s, [*read, *[(t, w) for t, w, _ in skip]], [], 0.0, *rest, **kw)
 
     monkeypatch.setattr(_pg_keyword, "_attempt", full)
 
@@ -124,8 +124,8 @@ def test_pruning_attempts_and_statistics_read_one_moment(
         real = _pg_keyword._attempt
         seen: list[int] = []
 
-        def racing(c: Any, s: Any, read: Any, skip: Any, *rest: Any) -> Any:
-            out = real(c, s, read, skip, *rest)
+        def racing(c: Any, s: Any, read: Any, skip: Any, *rest: Any, **kw: Any) -> Any:
+            out = real(c, s, read, skip, *rest, **kw)
             seen.append(len(skip))
             if len(seen) == 1:
                 b.forget(s1)  # another worker, between attempts 1 and 2
