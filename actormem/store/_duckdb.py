@@ -97,9 +97,7 @@ from actormem.store._duckdb_write import DuckDBWrites
 from actormem.store._files import rich_progress
 from actormem.store._group_commit import GroupCommit
 from actormem.store._index import APPROX_MIN_ROWS
-from actormem.store._index_file import (
-    INDEX_SNAPSHOT_MIN_ROWS,
-)
+from actormem.store._index_file import INDEX_SNAPSHOT_MIN_ROWS, SnapshotCheck
 from actormem.store._index_since import SinceLog
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._protocol import ProgressCallback
@@ -128,6 +126,7 @@ from actormem.store._types import (
 __all__ = ["DuckDBStore", "content_hash", "rich_progress"]
 
 log = structlog.get_logger(__name__)
+
 
 #: Stores not closed yet.  Their flusher and the actors' threads are daemon
 #: threads: at interpreter exit, one caught inside a DuckDB call when Python
@@ -333,14 +332,21 @@ class DuckDBStore(
         self._store_id, self._seq = "", 0
         #: Acknowledged commits found missing on open (``on_lost_commits="warn"``).
         self.lost_commits = 0
+        # The index snapshot's checksums are verified while DuckDB opens (see _open_index).
+        self._snapshot_check = (
+            SnapshotCheck(self.path + ".index")
+            if self.path != ":memory:" and os.path.isfile(self.path + ".index")
+            else None
+        )
         try:
             self._con = duckdb.connect(self.path)
-        except duckdb.IOException as exc:
-            if "could not set lock" in str(exc).lower():
+        except BaseException as exc:
+            self._cancel_snapshot_check()
+            if isinstance(exc, duckdb.IOException) and "could not set lock" in str(exc).lower():
                 raise StoreLockedError(_locked_message(self.path, str(exc))) from exc
-            raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
-        except duckdb.Error as exc:
-            raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
+            raise
         self._file_key: tuple[int, int] | None = None
         try:
             if self.path != ":memory:":
@@ -374,6 +380,7 @@ class DuckDBStore(
                 self._acklog.start(self._store_id)
             self._keep_private()
         except BaseException as exc:
+            self._cancel_snapshot_check()
             with suppress(duckdb.Error):
                 self._con.close()
             if self._commits is not None:
@@ -396,6 +403,11 @@ class DuckDBStore(
             self._warmer.start()
         _OPEN_STORES.add(self)
         log.info("store.opened", path=self.path, memories=len(self._index), dim=self._dim)
+
+    def _cancel_snapshot_check(self) -> None:
+        check, self._snapshot_check = self._snapshot_check, None
+        if check is not None:
+            check.cancel()
 
     def __enter__(self) -> DuckDBStore:
         return self

@@ -27,7 +27,14 @@ from actormem.models.base import Embedder
 from actormem.store._duckdb_queries import _LIVE, _SELECT, _one
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._index import MemoryIndex
-from actormem.store._index_file import SnapshotIdentity, drop_snapshot, load_index, save_index
+from actormem.store._index_file import (
+    SnapshotCheck,
+    SnapshotError,
+    SnapshotIdentity,
+    drop_snapshot,
+    load_index,
+    save_index,
+)
 from actormem.store._index_since import SinceLog, read_since, remove_since, since_cap
 from actormem.store._protocol import ProgressCallback
 from actormem.store._records import row_to_record
@@ -63,6 +70,8 @@ class DuckDBOpening:
     _store_id: str
     _since: SinceLog | None
     _txn_ids: set[str] | None
+    #: The snapshot's checksums being verified since before DuckDB opened (see _open_index).
+    _snapshot_check: SnapshotCheck | None
     lost_commits: int
 
     if TYPE_CHECKING:  # provided by DuckDBStore and StoreBase
@@ -161,20 +170,52 @@ class DuckDBOpening:
             ids = since.ids_through(self._seq)
             if ids is not None:
                 base = since.base_seq
-        if load_index(self._index, snapshot, self._snapshot_identity(base)):
-            if ids is None:
-                self._snapshot_seq = self._seq
-                self._since = SinceLog.start(since_path, self._store_id, self._seq)
-                return
-            if self._catch_up(ids, base):
-                assert since is not None  # ids came from it
-                self._snapshot_seq = base
-                self._since = SinceLog.reopen(since_path, since)
-                return
-            drop_snapshot(snapshot)
-            self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
+        check, self._snapshot_check = self._snapshot_check, None
+        try:
+            if load_index(self._index, snapshot, self._snapshot_identity(base), check):
+                caught = ids is None or self._catch_up_checked(ids, base, check)
+                if self._verified(check, snapshot):
+                    if ids is None:
+                        self._snapshot_seq = self._seq
+                        self._since = SinceLog.start(since_path, self._store_id, self._seq)
+                        return
+                    if caught:
+                        assert since is not None  # ids came from it
+                        self._snapshot_seq = base
+                        self._since = SinceLog.reopen(since_path, since)
+                        return
+                    drop_snapshot(snapshot)
+                self._index = MemoryIndex(self._dim, approx_min_rows=self._approx_min)
+        finally:
+            if check is not None:
+                check.cancel()  # done by now, or of no use
         remove_since(since_path)
         self._rebuild_index(progress)
+
+    def _catch_up_checked(self, ids: set[str], base: int, check: SnapshotCheck | None) -> bool:
+        """:meth:`_catch_up` of an index whose checksums may still be being verified.
+
+        A snapshot that turns out damaged can make the catch-up fail in any
+        way: its error then stands only if the checksums matched.
+        """
+        try:
+            return self._catch_up(ids, base)
+        except Exception:
+            if check is None or not self._verified(check, self.path + ".index"):
+                raise
+            return False  # damaged: _verified logged it; the caller rebuilds
+
+    def _verified(self, check: SnapshotCheck | None, snapshot: str) -> bool:
+        """Whether the snapshot's checksums matched (no ``check``: verified at its load)."""
+        if check is None:
+            return True
+        try:
+            check.verified()
+        except SnapshotError as exc:
+            log.warning("store.index_snapshot_rebuilt", path=snapshot, reason=exc.reason)
+            drop_snapshot(snapshot)
+            return False
+        return True
 
     def _catch_up(self, ids: set[str], base: int) -> bool:
         """Bring the index loaded as of commit ``base`` to the file's: re-read ``ids``.

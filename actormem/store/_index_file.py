@@ -13,8 +13,10 @@ File ``<database>.index``::
 The header names the snapshot's identity (see :class:`SnapshotIdentity`),
 the index's small state (interned namespaces and kinds, BM25 terms) and a
 table of sections: raw numpy arrays and msgpack buffers, each with its
-offset, size and CRC-32.  Only live rows are written (a snapshot is a
-compacted index), so row numbers are dense and every row's record exists.
+offset, size and checksum (XXH3-64; CRC-32 in format 2).  Only live rows
+are written (a snapshot is a compacted index), so row numbers are dense and
+every row's record exists.  The checksums are verified while DuckDB opens
+(:class:`SnapshotCheck`).
 
 Trust: a snapshot is used only when its identity equals the store's at open
 -- the same database (``store_id``), the same commit number (``commit_seq``,
@@ -51,6 +53,7 @@ import os
 import secrets
 import stat
 import struct
+import threading
 import time
 import zlib
 from array import array
@@ -63,6 +66,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 import structlog
+import xxhash
 
 from actormem.store._index import MemoryIndex
 from actormem.store._index_keys import KeyRows, hash_key, id_key, sorted_keys
@@ -70,6 +74,7 @@ from actormem.store._index_rows import I64, RecordRows, _Interner
 
 __all__ = [
     "INDEX_SNAPSHOT_MIN_ROWS",
+    "SnapshotCheck",
     "SnapshotError",
     "SnapshotIdentity",
     "drop_snapshot",
@@ -90,6 +95,8 @@ _MAGIC: Final = b"actormem-index\x00\x01"
 #: load land there (copy-on-write pages of the mapping) instead of copying the
 #: whole matrix into a larger one.  A hole in the file: no disk space.
 _SPARE: Final = 0.25
+#: Bytes per CRC-32 call of a section (a cancelled check stops between them).
+_CRC_CHUNK: Final = 64 * 1024 * 1024
 
 #: The one-dimensional per-row arrays of a snapshot (written with spare rows).
 _ROW_ARRAYS: Final = ("alive", "kind", "importance", "access", "last", "created", "doclen")
@@ -97,7 +104,9 @@ _ROW_ARRAYS: Final = ("alive", "kind", "importance", "access", "last", "created"
 K = TypeVar("K")
 _PREFIX: Final = struct.Struct("<16sQI")
 _ALIGN: Final = 64
-FORMAT: Final = 2
+#: 3: sections' checksums are XXH3-64 (2: CRC-32; still read, see section_sum).
+FORMAT: Final = 3
+_READS: Final = (2, 3)
 
 
 class SnapshotError(Exception):
@@ -309,7 +318,9 @@ def write_sections(
     offset = 0
     for name, dtype, shape, view in parts:
         room = spare.get(name, 0)
-        sections.append(_Section(name, dtype, shape, offset, view.nbytes, zlib.crc32(view), room))
+        sections.append(
+            _Section(name, dtype, shape, offset, view.nbytes, section_sum(view, FORMAT), room)
+        )
         offset += -(-(view.nbytes + room) // _ALIGN) * _ALIGN
     head = encode(sections)
     start = -(-(_PREFIX.size + len(head)) // _ALIGN) * _ALIGN
@@ -342,6 +353,27 @@ def write_sections(
         os.close(dir_fd)
 
 
+def section_sum(view: memoryview, fmt: int, cancelled: Callable[[], bool] = lambda: False) -> int:
+    """The checksum of a section in files of format ``fmt``: XXH3-64 from format 3.
+
+    Format 2 used CRC-32 (still read): zlib's runs at ~2 GB/s here, so
+    verifying a 1M-memory snapshot (2.2 GB) took 1.0-1.4 s of CPU at every
+    open; XXH3 runs ~3x as fast.  ``cancelled()`` is asked between chunks:
+    True stops with a :class:`SnapshotError`.
+    """
+    hasher = xxhash.xxh3_64() if fmt >= 3 else None
+    value = 0
+    for lo in range(0, view.nbytes, _CRC_CHUNK):
+        if cancelled():
+            raise SnapshotError("check cancelled")
+        chunk = view[lo : lo + _CRC_CHUNK]
+        if hasher is not None:
+            hasher.update(chunk)
+        else:
+            value = zlib.crc32(chunk, value)
+    return hasher.intdigest() if hasher is not None else value
+
+
 class Mapped(msgspec.Struct):
     """A snapshot or delta file mapped in memory, its header read, its sections located."""
 
@@ -351,10 +383,20 @@ class Mapped(msgspec.Struct):
     rooms: dict[str, memoryview]
     sections: list[_Section]
 
-    def check(self) -> None:
-        """Verify every section's checksum (zlib releases the GIL: two threads)."""
+    def check(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Verify every section's checksum (both sums release the GIL: two threads).
+
+        ``cancelled()`` is asked between chunks: True stops the check with a
+        :class:`SnapshotError` (the snapshot is not used after all).
+        """
+
+        fmt = int(self.header.format)
+
+        def one(view: memoryview) -> int:
+            return section_sum(view, fmt, cancelled)
+
         with ThreadPoolExecutor(2, thread_name_prefix="actormem-index-crc") as pool:
-            sums = dict(zip(self.parts, pool.map(zlib.crc32, self.parts.values()), strict=True))
+            sums = dict(zip(self.parts, pool.map(one, self.parts.values()), strict=True))
         for s in self.sections:
             if sums[s.name] != s.crc:
                 raise SnapshotError(f"checksum mismatch in section {s.name}")
@@ -371,6 +413,70 @@ class Mapped(msgspec.Struct):
             return np.frombuffer(self.parts[name], dtype=np.dtype(found.dtype)).reshape(found.shape)
         except (TypeError, ValueError) as exc:
             raise SnapshotError(f"section {name}: {exc}") from exc
+
+
+class SnapshotCheck:
+    """A snapshot mapped and its checksums verified on a thread while the store opens.
+
+    Started before DuckDB opens its file (and replays its WAL), so the
+    checksums of a large snapshot (about 2 GB at 1M memories, 0.5-1.4 s of
+    CRC-32 here) are computed while DuckDB opens, the snapshot's identity
+    is compared and a crash's catch-up re-reads its rows.  The index filled
+    from the mapping is not used before :meth:`verified` says the sums
+    matched: the store answers nothing until its open returns.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._mapped: Mapped | None = None
+        self._error: BaseException | None = None
+        self._header_read = threading.Event()
+        self._cancel = False
+        self._thread = threading.Thread(target=self._run, name="actormem-index-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            mapped = map_sections(self.path, _MAGIC, _Header)
+        except BaseException as exc:  # FileNotFoundError, SnapshotError, OSError
+            self._error = exc
+            self._header_read.set()
+            return
+        self._mapped = mapped
+        self._header_read.set()
+        try:
+            mapped.check(lambda: self._cancel)
+        except BaseException as exc:
+            self._error = exc
+
+    def mapped(self) -> Mapped:
+        """The mapped file with its header (checksums perhaps still being verified).
+
+        Raises:
+            FileNotFoundError, SnapshotError, OSError: As :func:`map_sections`.
+        """
+        self._header_read.wait()
+        if self._mapped is None:
+            assert self._error is not None
+            raise self._error
+        return self._mapped
+
+    def verified(self) -> None:
+        """Wait for the checksums.
+
+        Raises:
+            SnapshotError: A section's checksum does not match.
+        """
+        self._thread.join()
+        if self._error is not None:
+            if isinstance(self._error, SnapshotError):
+                raise self._error
+            raise SnapshotError(f"unreadable: {self._error}")
+
+    def cancel(self) -> None:
+        """Stop verifying (the snapshot is not used) and wait for the thread."""
+        self._cancel = True
+        self._thread.join()
 
 
 def map_sections(path: str, magic: bytes, header_type: type[Any]) -> Mapped:
@@ -405,7 +511,7 @@ def map_sections(path: str, magic: bytes, header_type: type[Any]) -> Mapped:
         header = msgspec.msgpack.decode(head, type=header_type)
     except msgspec.DecodeError as exc:
         raise SnapshotError(f"unreadable header: {exc}") from exc
-    if header.format != FORMAT:
+    if header.format not in _READS:
         raise SnapshotError(f"format {header.format}, this actormem reads {FORMAT}")
     parts: dict[str, memoryview] = {}
     rooms: dict[str, memoryview] = {}
@@ -418,12 +524,17 @@ def map_sections(path: str, magic: bytes, header_type: type[Any]) -> Mapped:
     return Mapped(header=header, parts=parts, rooms=rooms, sections=list(header.sections))
 
 
-def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> bool:
+def load_snapshot(
+    path: str, identity: SnapshotIdentity, index: MemoryIndex, check: SnapshotCheck | None = None
+) -> bool:
     """Fill the empty ``index`` from the snapshot at ``path`` and its delta, if any.
 
     The snapshot alone is used when its identity is the store's; else a delta
     (``<path>.delta``, see :mod:`actormem.store._index_delta`) made for this
-    very snapshot must bring it to the store's commit number.
+    very snapshot must bring it to the store's commit number.  With
+    ``check`` (started on ``path``) the file is the one it mapped, and its
+    checksums are left to it: the caller calls ``check.verified()`` before
+    the index is used.
 
     Returns:
         Whether a delta was applied.
@@ -435,7 +546,7 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
     """
     from actormem.store._index_delta import apply_delta, map_delta  # builds on this module
 
-    base = map_sections(path, _MAGIC, _Header)
+    base = map_sections(path, _MAGIC, _Header) if check is None else check.mapped()
     header: _Header = base.header
     delta: Mapped | None = None
     if header.identity != identity:
@@ -445,7 +556,8 @@ def load_snapshot(path: str, identity: SnapshotIdentity, index: MemoryIndex) -> 
             delta = map_delta(path + ".delta", header.token, header.identity.commit_seq, identity)
         except FileNotFoundError:
             raise SnapshotError(_difference(header.identity, identity)) from None
-    base.check()
+    if check is None:
+        base.check()
     if delta is not None:
         delta.check()
     try:
@@ -563,23 +675,28 @@ def drop_snapshot(path: str) -> None:
                 os.unlink(p)
 
 
-def load_index(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> bool:
+def load_index(
+    index: MemoryIndex, path: str, identity: SnapshotIdentity, check: SnapshotCheck | None = None
+) -> bool:
     """Fill ``index`` from the snapshot when it is valid; log why not otherwise.
 
     An invalid snapshot is deleted, so that it cannot be taken for valid later
     (say a database restored from an older copy that reaches the same commit
-    number with other writes).
+    number with other writes).  With ``check``, see :func:`load_snapshot`
+    (when this returns False the check is cancelled).
 
     Returns:
         Whether the index was loaded (``False``: the caller rebuilds it).
     """
     t0 = time.perf_counter()
     try:
-        with_delta = load_snapshot(path, identity, index)
+        with_delta = load_snapshot(path, identity, index, check)
     except FileNotFoundError:
         drop_snapshot(path)  # a delta without its snapshot is of no use
         return False
     except (SnapshotError, OSError) as exc:
+        if check is not None:
+            check.cancel()
         reason = exc.reason if isinstance(exc, SnapshotError) else f"unreadable: {exc}"
         log.warning("store.index_snapshot_rebuilt", path=path, reason=reason)
         drop_snapshot(path)

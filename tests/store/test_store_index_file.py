@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import structlog
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters
+from actormem.store import _index_file as index_file
 from actormem.store._index_keys import KeyRows
 
 ALICE = Namespace(user_id="alice", agent_id="bot")
@@ -140,6 +142,26 @@ def test_writes_after_a_loaded_snapshot_reach_the_next_one(tmp_path: Path) -> No
         assert store.search("music changed", ALICE, 1)[0].memory.id == loaded[0].memory.id
     # A snapshot holds live rows only, like a rebuild (BM25 statistics included).
     assert after == _rebuilt_answers(path, tmp_path)
+
+
+def test_a_format_2_snapshot_with_crc32_sums_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 3 changed the sections' checksums to XXH3; an older snapshot is not rebuilt."""
+    path = tmp_path / "m.duckdb"
+    with monkeypatch.context() as m:
+        m.setattr(index_file, "FORMAT", 2)
+        with _open(path) as store:
+            _fill(store)
+            before = _answers(store)
+    mapped = index_file.map_sections(str(path) + ".index", index_file._MAGIC, index_file._Header)
+    assert mapped.header.format == 2
+    vecs = next(s for s in mapped.sections if s.name == "vecs")
+    assert vecs.crc == zlib.crc32(mapped.parts["vecs"])
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert _loaded(store)
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        assert _answers(store) == before
 
 
 def _truncate(snapshot: Path, stash: Path) -> None:

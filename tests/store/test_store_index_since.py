@@ -194,6 +194,26 @@ def test_a_since_file_that_does_not_cover_the_crash_rebuilds(
         _all_found(store, acks)
 
 
+def test_a_damaged_snapshot_found_during_the_catch_up_rebuilds(tmp_path: Path) -> None:
+    """The checksums are verified while the catch-up runs: a mismatch still rebuilds."""
+    path = _prepared(tmp_path)
+    acks = _session_then_kill(path)
+    expected, live = _rebuilt(path, tmp_path)
+    snapshot = Path(str(path) + ".index")
+    data = bytearray(snapshot.read_bytes())
+    head_len = int.from_bytes(data[16:24], "little")
+    at = -(-(28 + head_len) // 64) * 64 + 100  # in the vectors, the first section
+    data[at : at + 16] = bytes(255 - b for b in data[at : at + 16])
+    snapshot.write_bytes(bytes(data))
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        warned = _events(logs, "store.index_snapshot_rebuilt")
+        assert len(warned) == 1 and "checksum mismatch in section vecs" in warned[0]["reason"]
+        assert store._snapshot_seq == -1
+        assert len(store._index) == live
+        assert _answers(store) == expected
+        _all_found(store, acks)
+
+
 def test_a_commit_that_cannot_name_its_rows_ends_the_since_file(tmp_path: Path) -> None:
     """``forget`` removes the since-file before it commits: the crash after it rebuilds."""
     path = _prepared(tmp_path)
