@@ -23,6 +23,7 @@ from actormem.store import (
     SchemaVersionError,
     StoreClosedError,
 )
+from actormem.store import _duckdb as duckdb_module
 
 NS = Namespace(user_id="alice")
 
@@ -416,3 +417,33 @@ def test_a_store_never_closed_is_closed_at_exit(tmp_path: Path) -> None:
     with DuckDBStore(db, embedder=HashEmbedder(16)) as store:
         (rec,) = store.list(Namespace(user_id="u"))
         assert rec.access_count == 3  # each run's pending count was written at exit
+
+
+def _storage_version(store: DuckDBStore) -> str:
+    row = store._wcur.execute(
+        "SELECT tags['storage_version'] FROM duckdb_databases() WHERE database_name = "
+        "current_database()"
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_new_files_use_the_storage_format_of_duckdb_1_2_and_old_ones_keep_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New files skip converting the primary key's index to the old layout at checkpoints."""
+    with _open(tmp_path / "new.duckdb") as store:
+        assert _storage_version(store) == "v1.2.0+"
+    old = tmp_path / "old.duckdb"
+    with monkeypatch.context() as m:
+        m.setattr(duckdb_module, "STORAGE_VERSION", "v1.0.0")
+        with _open(old) as store:
+            assert _storage_version(store) == "v1.0.0+"
+            kept = store.add(NS, "written in the old format").id
+    with _open(old) as store:  # opened by this version: readable, writable, same format
+        assert _storage_version(store) == "v1.0.0+"
+        assert store.get(NS, kept) is not None
+        store.add(NS, "written after the reopen")
+        store.flush()
+    with _open(old) as store:
+        assert store.count(NS) == 2
