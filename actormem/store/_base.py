@@ -37,7 +37,7 @@ from actormem.store._base_files import Transfer
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
 from actormem.store._kinds import check_keyed_scope
-from actormem.store._limits import STORE_SETTINGS
+from actormem.store._limits import MAX_COUNT, STORE_SETTINGS
 from actormem.store._planning import (
     Planner,
 )
@@ -227,7 +227,7 @@ class StoreBase(Maintenance, Transfer):
             return rec
         return msgspec.structs.replace(
             rec,
-            access_count=rec.access_count + pending[0],
+            access_count=min(rec.access_count + pending[0], MAX_COUNT),
             last_accessed=max(rec.last_accessed, pending[1]),
         )
 

@@ -156,7 +156,7 @@ def update_rows(cur: Any, dim: int, changes: Sequence[Change]) -> None:
             "UPDATE memories SET kind = u.kind, content = u.content, "
             "content_hash = u.content_hash, importance = u.importance, "
             "tags = u.tags, source_ids = u.source_ids, updated_at = u.updated_at, "
-            "access_count = memories.access_count + u.access_delta, "
+            "access_count = least(memories.access_count + u.access_delta, 9007199254740991), "
             "superseded_by = u.superseded_by, deleted_at = u.deleted_at, "
             "metadata = CAST(u.metadata AS JSON) FROM _upd u WHERE memories.id = u.id"
         )
@@ -304,7 +304,7 @@ def update_sql(dim: int, change: Change) -> str:
         f"tags = {lit(strs_json(r.tags))}",
         f"source_ids = {lit(strs_json(r.source_ids))}",
         f"updated_at = {_ts_lit(r.updated_at)}",
-        f"access_count = access_count + {lit(int(change.access_delta))}",
+        f"access_count = least(access_count + {lit(int(change.access_delta))}, 9007199254740991)",
         f"superseded_by = {lit(r.superseded_by)}",
         f"deleted_at = {_ts_lit(r.deleted_at)}",
         f"metadata = CAST({lit(json_text(r.metadata))} AS JSON)",
@@ -410,7 +410,7 @@ def touches_sql(pending: dict[str, tuple[int, float]]) -> str:
         row_sql([lit(mid), lit(int(n)), _ts_lit(ts)]) for mid, (n, ts) in pending.items()
     )
     return (
-        "UPDATE memories SET access_count = memories.access_count + t.n, "
+        "UPDATE memories SET access_count = least(memories.access_count + t.n, 9007199254740991), "
         "last_accessed = greatest(memories.last_accessed, t.ts) "
         f"FROM (VALUES {rows}) t(id, n, ts) WHERE memories.id = t.id"
     )

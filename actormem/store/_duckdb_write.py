@@ -146,7 +146,8 @@ class DuckDBWrites:
                 cur.register("_touch", tbl)
                 try:
                     cur.execute(
-                        "UPDATE memories SET access_count = memories.access_count + t.n, "
+                        "UPDATE memories SET "
+                        "access_count = least(memories.access_count + t.n, 9007199254740991), "
                         "last_accessed = greatest(memories.last_accessed, t.ts) "
                         "FROM _touch t WHERE memories.id = t.id"
                     )

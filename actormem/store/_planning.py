@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem.store._kinds import maintained, merge_kind, merges
+from actormem.store._limits import MAX_COUNT
 from actormem.store._records import Batch, Change, union
 from actormem.store._relevance import RelevanceWeights, relevance
 from actormem.store._types import (
@@ -535,6 +536,10 @@ def plan_merges(
             + loser.access_count
             + (absorbed.access_delta if absorbed else 0)
         )
+        # Saturate at the declared maximum (the SQL does too): merged counts summed
+        # past 2**63 made DuckDB refuse an acknowledged merge when applying it, and a
+        # count past MAX_COUNT made the store's own export refuse to import again.
+        delta = max(0, min(delta, MAX_COUNT - survivor.access_count))
         batch.changes[survivor.id] = Change(survivor, access_delta=delta)
         batch.changes[loser.id] = Change(
             msgspec.structs.replace(loser, superseded_by=survivor.id, updated_at=now)

@@ -318,7 +318,8 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
 
         def write(conn: Any, locked: set[Key]) -> None:
             conn.execute(
-                "UPDATE memories m SET access_count = m.access_count + t.n, "
+                "UPDATE memories m SET "
+                "access_count = least(m.access_count + t.n, 9007199254740991), "
                 "last_accessed = greatest(m.last_accessed, t.ts) "
                 "FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS t(id, n, ts) "
                 "WHERE m.id = t.id",

@@ -221,3 +221,32 @@ def test_imported_episodes_are_never_merged(
     rep = dst.import_(out)
     assert (rep.added, rep.merged) == (3, 1)  # the three turns stay three; the fact merges
     assert dst.count(ns) == 5
+
+
+def test_merged_access_counts_saturate_at_the_declared_maximum(
+    make_store: StoreFactory, ns: Namespace, tmp_path: Path
+) -> None:
+    """Counts at the maximum (2**53 - 1) merged by consolidate: the survivor keeps the
+    maximum. Before, the sum was stored -- past the declared range, so the store's own
+    export would not import again, and once past 2**63 DuckDB refused the acknowledged
+    merge when applying it (set aside: the merge reported done was lost)."""
+    top = 2**53 - 1
+    src = make_store("src")
+    rows = _export_rows(src, ns, tmp_path, 3)
+    for row in rows:
+        row["content"] = "the user keeps a blue umbrella by the door"
+        row["access_count"] = top
+    rows[1]["content"] += "."  # near duplicates, not the same text
+    rows[2]["content"] += "!"
+    dst = make_store("dst")
+    dst.import_(_write_jsonl(tmp_path / "top.jsonl", rows))
+    report = dst.consolidate(ns, threshold=0.5)
+    assert len(report.merged) == 2
+    dst.flush()
+    (survivor,) = dst.list(ns)
+    assert survivor.access_count == top
+    assert not list(tmp_path.glob("*.rejected"))
+    out = tmp_path / "again.jsonl"
+    dst.export(ns, out)
+    again = make_store("again")
+    assert again.import_(out).read == 3  # the survivor and the two merged rows

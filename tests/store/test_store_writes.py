@@ -135,7 +135,7 @@ def test_pending_access_counts_go_into_the_next_applied_write(
     finally:
         store._wcur = real
     # one call: begin, the insert, its history row, the access counts, the count, commit
-    assert len(calls) == 1 and "access_count = memories.access_count + t.n" in calls[0]
+    assert len(calls) == 1 and "access_count = least(memories.access_count + t.n, " in calls[0]
     assert not store._pending
     store.close()
     with DuckDBStore(tmp_path / "w.duckdb", embedder=HashEmbedder(64)) as again:
