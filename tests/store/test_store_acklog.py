@@ -25,7 +25,7 @@ import pytest
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import KeyedFacts
 from actormem.store import DuckDBStore, Namespace, StoreError
-from actormem.store._acklog import AckLog
+from actormem.store._acklog import _HEADER_LEN, _REC, ROOM, AckLog
 
 NS = Namespace(user_id="ada", agent_id="bot")
 N = 60
@@ -138,13 +138,153 @@ def _bad_checksum_last(data: bytes) -> bytes:
     return data + struct.pack("<IIQ", len(payload), 99, 10_000) + payload
 
 
+def _records_end(path: Path) -> int:
+    """The byte where the log's records end: the next record is written there."""
+    records = AckLog(str(path)).read()[1]
+    return _HEADER_LEN + sum(_REC.size + len(r.payload.encode()) for r in records)
+
+
+def _write_in_place(log_path: Path, at: int, data: bytes) -> None:
+    """Overwrite the log at ``at`` (the space ahead of the records, as a write does)."""
+    raw = log_path.read_bytes()
+    log_path.write_bytes(raw[:at] + data + raw[at + len(data) :])
+
+
 @pytest.mark.parametrize("tear", [_torn, _zero_tail, _bad_checksum_last])
 def test_a_torn_tail_was_never_acknowledged_and_is_dropped(tmp_path: Path, tear: object) -> None:
     path = tmp_path / "m.duckdb"
     acks, facts = _write_then_die(path)
     log_path = Path(str(path) + ".acklog")
-    log_path.write_bytes(tear(log_path.read_bytes()))  # type: ignore[operator]
+    end = _records_end(path)
+    _write_in_place(log_path, end, tear(b""))  # type: ignore[operator]
     _check_all_there(path, acks, facts)
+
+
+def test_an_acknowledgement_writes_in_place_and_the_log_keeps_its_size(tmp_path: Path) -> None:
+    """Records overwrite space written ahead of them, so syncing one does not change the
+    file's size (no file-system journal commit per acknowledgement); past that space the
+    log grows, and everything acknowledged is still replayed after a kill."""
+    path = tmp_path / "s.duckdb"
+    log_path = Path(str(path) + ".acklog")
+    with _open(path) as store:
+        size = log_path.stat().st_size
+        assert size >= _HEADER_LEN + ROOM
+        store._stop.set()  # no applier: the records stay in the log
+        for i in range(20):
+            store.add(NS, f"memory {i} written in place")
+            assert log_path.stat().st_size == size
+        store._stop.clear()
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        s = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        s._stop.set(); s._apply_wake.set()
+        ns = Namespace(user_id="ada", agent_id="bot")
+        for i in range(200):  # ~2 KB each: past the space written at open
+            print("ACK", s.add(ns, f"memory {{i}} " + "long text " * 80).id, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    acks = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ACK")]
+    assert len(acks) == 200
+    assert log_path.stat().st_size > size
+    assert len(AckLog(str(path)).read()[1]) == 200
+    with _open(path) as store:
+        assert store.count(NS) == 220
+        assert all(store.get(NS, m) is not None for m in acks)
+
+
+def _cut_then_die(path: Path, after: int = 3) -> tuple[list[str], int]:
+    """A child acknowledges 40 memories, lets the applier commit them (the log is cut),
+    acknowledges ``after`` more with the applier stopped and is SIGKILLed: the log then
+    holds the new records at its start and the remains of the 40 applied ones after them.
+    Returns every acknowledged id and the database's commit number before the new ones."""
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        s = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        ns = Namespace(user_id="ada", agent_id="bot")
+        for i in range(40):
+            print("ACK", s.add(ns, f"applied memory number {{i}} " + "x" * (i % 7)).id, flush=True)
+        s.list(ns)  # a read of DuckDB applies every record: the log is cut
+        assert not s._logged and s._acklog.size == 0
+        print("SEQ", s._seq, flush=True)
+        s._stop.set(); s._apply_wake.set()
+        for i in range({after}):
+            print("ACK", s.add(ns, f"after the cut {{i}}").id, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    lines = proc.stdout.splitlines()
+    acks = [line.split()[1] for line in lines if line.startswith("ACK")]
+    seq = next(int(line.split()[1]) for line in lines if line.startswith("SEQ"))
+    assert len(acks) == 40 + after
+    return acks, seq
+
+
+def test_records_applied_before_a_cut_are_never_replayed_again(tmp_path: Path) -> None:
+    """After a cut the next records overwrite the old ones from the start: a reopen
+    replays the 3 new ones and none of the applied ones left after them (each memory
+    once: a second insert of an id would fail the open)."""
+    path = tmp_path / "c.duckdb"
+    acks, seq = _cut_then_die(path)
+    records = AckLog(str(path)).read()[1]
+    assert [r.seq for r in records] == [seq + 1, seq + 2, seq + 3]
+    raw = Path(str(path) + ".acklog").read_bytes()
+    assert b"applied memory number 39" in raw, "the applied records' remains"
+    with _open(path) as store:
+        assert store.count(NS) == 43
+        assert {r.id for r in store.list(NS, limit=100)} == set(acks)
+
+
+def test_a_torn_first_record_after_a_cut_is_not_taken_for_damage(tmp_path: Path) -> None:
+    """The first record written after a cut, torn by the crash (so never acknowledged):
+    the intact applied records after it are numbered at or below the database's commit,
+    so they are remains, not acknowledged writes cut off -- the open drops the torn one
+    and opens with the 40 applied memories."""
+    path = tmp_path / "t.duckdb"
+    acks, seq = _cut_then_die(path, after=1)
+    log_path = Path(str(path) + ".acklog")
+    raw = bytearray(log_path.read_bytes())
+    assert [r.seq for r in AckLog(str(path)).read()[1]] == [seq + 1]
+    raw[_HEADER_LEN + _REC.size + 3] ^= 0xFF  # the one new record's payload
+    log_path.write_bytes(bytes(raw))
+    # torn by the crash, it was never acknowledged, nor counted in the commit record
+    commits = Path(str(path) + ".commits")
+    line = commits.read_text()
+    commits.write_text(line[:-21] + f"{seq:020d}\n")
+    assert AckLog(str(path)).read(after=seq)[1] == []
+    with _open(path) as store:
+        assert {r.id for r in store.list(NS, limit=100)} == set(acks[:40])
+        assert store.change_counter == seq
+
+
+def test_a_damaged_record_after_a_cut_followed_by_acknowledged_ones_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The same damage to the first of 3 records written after a cut: the 2 after it are
+    acknowledged and numbered above the database's commit, so the open is refused."""
+    path = tmp_path / "d.duckdb"
+    _, seq = _cut_then_die(path, after=3)
+    log_path = Path(str(path) + ".acklog")
+    raw = bytearray(log_path.read_bytes())
+    raw[_HEADER_LEN + _REC.size + 3] ^= 0xFF
+    log_path.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=rf"damaged.*commit #{seq + 2}"):
+        _open(path)
+    assert log_path.read_bytes() == bytes(raw)
 
 
 def test_damage_before_the_last_record_is_refused(tmp_path: Path) -> None:

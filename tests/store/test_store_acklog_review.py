@@ -175,9 +175,10 @@ def _five_in_the_log_then_die(path: Path) -> list[str]:
 def _offsets(raw: bytes) -> list[int]:
     """Where each record of a log starts."""
     out, pos = [], _HEADER_LEN
-    while pos < len(raw):
+    while pos < len(raw) and raw[pos : pos + _REC.size] != bytes(_REC.size):
         out.append(pos)
         pos += _REC.size + struct.unpack_from("<I", raw, pos)[0]
+    out.append(pos)  # where the next record goes
     return out
 
 
@@ -220,14 +221,15 @@ def test_a_last_record_torn_by_a_power_cut_is_dropped_and_nothing_acknowledged_i
     acks = _five_in_the_log_then_die(path)
     log_path = Path(str(path) + ".acklog")
     raw = log_path.read_bytes()
+    end = _offsets(raw)[5]  # where the sixth record is written, over the space ahead
     torn = bytearray(encode(6, ["SELECT '" + "x" * 9000 + "'"]))
     if how == "zero-first-page":
-        torn[: 4096 - len(raw) % 4096] = bytes(4096 - len(raw) % 4096)
+        torn[: 4096 - end % 4096] = bytes(4096 - end % 4096)
     elif how == "length-bit":
         torn[2] ^= 0x04
     else:
         torn = bytearray(len(torn))
-    log_path.write_bytes(raw + bytes(torn))
+    log_path.write_bytes(raw[:end] + bytes(torn) + raw[end + len(torn) :])
     with _open(path) as store:
         assert all(store.get(NS, m) is not None for m in acks)
         assert store.change_counter >= 5
