@@ -52,6 +52,26 @@ def _index(n: int, *, approx_min_rows: int | None, dim: int = 64) -> MemoryIndex
     return index
 
 
+@pytest.mark.parametrize("layout", ["one run", "few runs", "scattered", "most rows"])
+def test_near_duplicate_cosines_are_exact_whatever_the_rows_layout(layout: str) -> None:
+    """The write's near-duplicate product multiplies runs of consecutive rows in place and
+    gathers scattered ones: every layout gives the cosines of the rows asked, in order."""
+    dim = 64
+    index = MemoryIndex(dim, approx_min_rows=None)
+    vecs = _clustered(3000, dim, seed=7)
+    index.add(_records(3000, NS, seed=8), vecs)
+    rows = {
+        "one run": np.arange(1200, 1800),
+        "few runs": np.concatenate([np.arange(10, 200), np.arange(900, 905), [2999]]),
+        "scattered": np.arange(0, 900, 3),
+        "most rows": np.arange(100, 3000),
+    }[layout].astype(np.int64)
+    queries = _clustered(3, dim, seed=9)
+    got = index.cosine_many(rows, queries)
+    assert got.shape == (rows.size, 3)
+    np.testing.assert_allclose(got, vecs[rows] @ queries.T, rtol=0, atol=1e-5)
+
+
 def test_top_k_selection_matches_a_full_sort() -> None:
     rng = np.random.default_rng(5)
     for n, k in ((10, 20), (1000, 10), (200_000, 100), (200_000, 1000), (50_000, 7)):
