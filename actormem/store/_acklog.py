@@ -18,12 +18,14 @@ export, the journal's tables) and every write that goes there directly
 first applies the pending records, under the writer lock, so it sees every
 acknowledged write.
 
-Format: a fixed header line (``actormem-acklog 2 <store_id>\\n``) naming the
-database it belongs to, then records
+Format: a header -- a fixed line (``actormem-acklog 3 <store_id>\\n``) naming
+the database it belongs to, then the *base* (u64: every record numbered at
+or below it is in DuckDB) and its CRC-32 -- then records
 ``<len:u32><seq:u64><head_crc:u32><crc:u32><payload>`` (little-endian;
 ``head_crc`` covers the length and the commit number, ``crc`` the commit
-number and the payload, UTF-8 SQL).  Logs of the first format (``actormem-acklog
-1``, no header checksum) are still read.
+number and the payload, UTF-8 SQL).  Logs of the earlier formats are still
+read: ``actormem-acklog 2`` (no base, records right after the line) and
+``actormem-acklog 1`` (no header checksum in records either).
 
 Space ahead: the file is kept larger than its records -- zeros written and
 synced at open (:data:`ROOM`) and whenever the records outgrow them -- and
@@ -32,16 +34,20 @@ does not change the file's size or allocate blocks is one data write and a
 cache flush; an append also commits the file system's journal (the new
 size), which waits for every other file's metadata changes on the disk:
 measured here, 1.5-2x more syncs per second in place than appending
-(``bench_writes``).  Cutting the log after the applier committed is then no
-system call at all (it was an ``ftruncate``, which took 20-25 ms under load
+(``bench_writes``).  Cutting the log after the applier committed is then one
+small ``pwrite`` (it was an ``ftruncate``, which took 20-25 ms under load
 and, under the log's lock, stalled the next acknowledgement): the next
 record is written at the start again, over records DuckDB already has.  So
-the records of a log are the *chain* that starts after the header and
-numbers on without a gap; whatever follows it (zeros, the rest of records
-applied before the last cut, a record never synced) is not part of it.
-Records left from before a cut are all at or below the database's
-``commit_seq`` (the cut follows DuckDB's commit), which is what tells them
-apart from damage below.
+the records of a log are the *chain* that starts after the header with a
+record numbered above the base and numbers on without a gap; whatever
+follows it (zeros, the rest of records applied before the last cut, a
+record never synced) is not part of it.  The cut writes the last applied
+number as the base (not synced itself: the next record's sync carries it),
+so records left from before a cut are never replayed, not even when
+DuckDB's WAL lost them -- the commit record reports that loss, as it did
+when the cut truncated the file.  They are also at or below the database's
+``commit_seq`` unless DuckDB lost them, which is what tells them apart from
+damage below when a power cut took the base.
 
 What a damaged log does: a record is acknowledged only after the ``fdatasync``
 that covers it returned, and nothing is written after a record until it is
@@ -49,7 +55,7 @@ synced, so a crash or a power cut can tear only the records after the last
 sync -- never acknowledged.  When the chain ends at a bad record (incomplete,
 a header or a payload failing its checksum, a length past the end), the rest
 of the file is searched, at every byte, for an intact record numbered after
-both the chain's last one and the database's ``commit_seq``.  None: the end
+the chain's last one, the base and the database's ``commit_seq``.  None: the end
 of the log (zeros, an applied record's remains, or a torn record, dropped
 with a warning -- this covers a last record whose first page never reached
 the disk while later ones did).  One found: acknowledged writes are damaged,
@@ -91,10 +97,16 @@ __all__ = ["MAX_RECORD", "REJECTED", "AckLog", "apply_one", "quarantine", "repla
 
 log = structlog.get_logger(__name__)
 
-_MAGIC: Final = b"actormem-acklog 2 "
+_MAGIC: Final = b"actormem-acklog 3 "
+#: The second format (no base field, records right after the line): still read.
+_MAGIC_V2: Final = b"actormem-acklog 2 "
 #: The first format (no header checksum): still read, never written.
 _MAGIC_V1: Final = b"actormem-acklog 1 "
-_HEADER_LEN: Final = len(_MAGIC) + 32 + 1
+_LINE_LEN: Final = len(_MAGIC) + 32 + 1
+#: After the line (format 3): the base -- every record numbered at or below it
+#: is in DuckDB -- and its CRC.
+_BASE: Final = struct.Struct("<QI")
+_HEADER_LEN: Final = _LINE_LEN + _BASE.size
 #: A record's header: length, commit number, CRC of those two, CRC of number + payload.
 _REC: Final = struct.Struct("<IQII")
 _REC_V1: Final = struct.Struct("<IIQ")
@@ -209,6 +221,12 @@ REJECTED: Final = (
 )
 
 
+def _base_field(base: int) -> bytes:
+    """The header's base field: the number and its CRC."""
+    value = struct.pack("<Q", base)
+    return value + struct.pack("<I", zlib.crc32(value))
+
+
 def _write_zeros(fd: int, start: int, end: int) -> None:
     """Write zeros over ``[start, end)`` of ``fd`` (not synced)."""
     chunk = bytes(min(end - start, 1 << 20))
@@ -319,8 +337,8 @@ class AckLog:
             return None, []
         except OSError as exc:
             raise StoreError(f"cannot read the acknowledgement log {self.path}: {exc}") from exc
-        magic_ok = raw.startswith(_MAGIC) or raw.startswith(_MAGIC_V1)
-        if len(raw) < _HEADER_LEN or not magic_ok or raw[_HEADER_LEN - 1] != 10:
+        magic_ok = any(raw.startswith(m) for m in (_MAGIC, _MAGIC_V2, _MAGIC_V1))
+        if len(raw) < _LINE_LEN or not magic_ok or raw[_LINE_LEN - 1] != 10:
             if not raw.strip(b"\x00"):  # created, header never synced: nothing was acknowledged
                 return None, []
             raise StoreError(
@@ -328,12 +346,20 @@ class AckLog:
                 "changed. Move it aside to open the store without it."
             )
         v1 = raw.startswith(_MAGIC_V1)
-        store_id = raw[len(_MAGIC) : _HEADER_LEN - 1].decode("ascii", "replace")
+        store_id = raw[len(_MAGIC) : _LINE_LEN - 1].decode("ascii", "replace")
+        base, pos = 0, _LINE_LEN
+        if raw.startswith(_MAGIC):
+            pos = _HEADER_LEN
+            if len(raw) >= _HEADER_LEN:
+                value, crc = _BASE.unpack_from(raw, _LINE_LEN)
+                if zlib.crc32(raw[_LINE_LEN : _LINE_LEN + 8]) == crc:
+                    base = value  # else torn: 0, the numbers alone tell remains apart
         records: list[LogRecord] = []
-        pos = _HEADER_LEN
         while pos < len(raw):
             found = _record_at(raw, pos, v1)
-            if not isinstance(found, str) and (not records or found[0] == records[-1].seq + 1):
+            if not isinstance(found, str) and (
+                found[0] == records[-1].seq + 1 if records else found[0] > base
+            ):
                 seq, end, payload = found
                 records.append(LogRecord(seq, payload.decode("utf-8")))
                 pos = end
@@ -345,7 +371,7 @@ class AckLog:
             # written after the last sync (a record is acknowledged only once
             # synced, and nothing is written after an unsynced record), so never
             # acknowledged: dropped.
-            last = max(records[-1].seq if records else 0, after)
+            last = max(records[-1].seq if records else 0, after, base)
             later = _valid_after(raw, pos, last, v1)
             if later is not None:
                 why = found if isinstance(found, str) else f"a record numbered #{found[0]}"
@@ -378,7 +404,7 @@ class AckLog:
         created = not os.path.exists(self.path)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            header = _MAGIC + store_id.encode("ascii") + b"\n"
+            header = _MAGIC + store_id.encode("ascii") + b"\n" + _base_field(0)
             os.ftruncate(fd, 0)
             os.pwrite(fd, header, 0)
             _write_zeros(fd, _HEADER_LEN, _HEADER_LEN + ROOM)
@@ -449,13 +475,22 @@ class AckLog:
             os.fdatasync(self._fd)
         return written
 
-    def cut(self) -> None:
-        """Drop every record (they are in DuckDB now): the next is written after the header.
+    def cut(self, base: int) -> None:
+        """Drop every record (DuckDB has them, up to commit ``base``): the next is written first.
 
-        No system call: the records stay on disk until overwritten, and are
-        read as the remains of a cut log (numbered at or below the database's
-        ``commit_seq``), never replayed twice.
+        One ``pwrite`` of ``base`` into the header, not synced: the next
+        record's sync carries it to the disk (it syncs the file's data).  The
+        old records stay until overwritten; numbered at or below ``base``, they
+        are never read as records again -- even when DuckDB's WAL loses them,
+        which the commit record then reports.  A ``base`` lost to a power cut
+        before the next sync leaves them readable, and replay skips them by
+        number.
         """
+        if self._fd is not None:
+            try:
+                os.pwrite(self._fd, _base_field(base), _LINE_LEN)
+            except OSError as exc:  # the old records stay readable: skipped by number
+                log.warning("store.acklog_cut_failed", path=self.path, error=str(exc))
         self.size = 0
 
     def close(self, *, remove: bool) -> None:

@@ -310,9 +310,10 @@ class DuckDBLogged:
     def _applied(self, n: int) -> None:
         """Forget the first ``n`` pending records (committed); cut the log when none is left."""
         with self._logged_lock:
+            base = self._logged[n - 1].seq if n else 0
             del self._logged[:n]
-            if not self._logged and self._acklog is not None:
-                self._acklog.cut()
+            if not self._logged and n and self._acklog is not None:
+                self._acklog.cut(base)
 
     def _apply(self, cur: Any, pending: list[Logged]) -> None:
         """Commit ``pending`` into DuckDB in one transaction on ``cur``."""

@@ -105,7 +105,7 @@ def test_sigkill_right_after_acknowledgements_loses_nothing(tmp_path: Path, thre
     _check_all_there(path, acks, facts)  # replayed once: a second open adds nothing
     # a clean close applied every record and cut the log to its header (the file is kept)
     assert AckLog(str(path)).read()[1] == []
-    assert Path(str(path) + ".acklog").stat().st_size == 51
+    assert Path(str(path) + ".acklog").stat().st_size == _HEADER_LEN
 
 
 def test_the_log_holds_writes_duckdb_does_not_have_yet(tmp_path: Path) -> None:
@@ -292,7 +292,7 @@ def test_damage_before_the_last_record_is_refused(tmp_path: Path) -> None:
     _write_then_die(path)
     log_path = Path(str(path) + ".acklog")
     raw = bytearray(log_path.read_bytes())
-    first_payload = 51 + 20  # header, then the first record's own header
+    first_payload = _HEADER_LEN + _REC.size  # header, then the first record's own header
     assert len(raw) > first_payload + 200, "several records on file"
     raw[first_payload + 5] ^= 0xFF
     log_path.write_bytes(bytes(raw))

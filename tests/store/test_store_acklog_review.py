@@ -257,6 +257,22 @@ def test_a_log_of_the_first_format_is_still_read(tmp_path: Path) -> None:
         AckLog(str(path)).read()
 
 
+def test_a_log_of_the_second_format_is_still_read(tmp_path: Path) -> None:
+    """Logs written before the base field (``actormem-acklog 2``: records right after the
+    header line) are read, torn tail and damage told apart the same way."""
+    path = tmp_path / "old2.duckdb"
+    head = b"actormem-acklog 2 " + b"a" * 32 + b"\n"
+    log_path = Path(str(path) + ".acklog")
+    log_path.write_bytes(head + encode(1, ["SELECT 1"]) + encode(2, ["SELECT 2"]) + bytes(30))
+    assert [r.seq for r in AckLog(str(path)).read()[1]] == [1, 2]
+    raw = bytearray(head + encode(1, ["SELECT 1"]) + encode(2, ["SELECT 2"]))
+    raw += encode(3, ["SELECT 3"])
+    raw[len(head) + 3] ^= 0x01  # record 1's length
+    log_path.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=rf"damaged.* at byte {len(head)}\b"):
+        AckLog(str(path)).read()
+
+
 #: A write DuckDB refuses only when it applies it (a NOT NULL column left empty): stands
 #: for any value the checks at the call might miss one day.
 _REJECTED_SQL = "INSERT INTO journal_state (user_id, key) VALUES ('ada', 'k')"
