@@ -493,6 +493,8 @@ class LoadedModel:
     def embed(self, texts: Sequence[str], batch_size: int) -> npt.NDArray[np.float32]:
         """Mean of the token vectors of each text (not normalised), float32."""
         table = self.embedding
+        if len(texts) == 1:
+            return self._embed_one(texts[0])
         out = np.empty((len(texts), table.shape[1]), dtype=np.float32)
         encode = self.tokenizer.encode
         for start in range(0, len(texts), batch_size):
@@ -517,6 +519,19 @@ class LoadedModel:
             count = np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
             summed = np.sum(vectors, axis=1, dtype=np.float32)
             out[start : start + len(rows)] = summed / count
+        return out
+
+    def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        """:meth:`embed` of one text: the batch path's numbers, bit for bit, in 4 numpy calls.
+
+        A batch of one has no padding, so the mask, the padding fix-up and the
+        count array are all no-ops; a single write paid ~50 us for them.
+        """
+        table = self.embedding
+        ids = np.array(self.tokenizer.encode(text), dtype=np.int32)
+        np.clip(ids, 0, table.shape[0] - 1, out=ids)
+        summed: npt.NDArray[np.float32] = np.sum(table[ids], axis=0, dtype=np.float32)
+        out: npt.NDArray[np.float32] = (summed / np.float32(max(ids.size, 1)))[None, :]
         return out
 
 

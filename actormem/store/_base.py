@@ -33,6 +33,7 @@ import structlog
 
 from actormem._door import check_json_object
 from actormem.models.base import Embedder
+from actormem.models.embedders import row_norms
 from actormem.store._base_files import Transfer
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
@@ -252,16 +253,16 @@ class StoreBase(Maintenance, Transfer):
                 f"embedder {self._embedder.name!r} returned shape {raw.shape}, expected "
                 f"({len(texts)}, {self._dim})"
             )
-        if not np.issubdtype(raw.dtype, np.number):
+        if raw.dtype != np.float32 and not np.issubdtype(raw.dtype, np.number):
             raise EmbeddingError(f"embedder {self._embedder.name!r} returned dtype {raw.dtype}")
         vecs = np.array(raw, dtype=np.float32, order="C")
-        finite = np.isfinite(vecs).all(axis=1)
-        if not finite.all():
+        if not np.isfinite(vecs).all():
+            finite = np.isfinite(vecs).all(axis=1)
             raise EmbeddingError(
                 f"embedder {self._embedder.name!r} returned NaN or infinite values for text "
                 f"{int(np.flatnonzero(~finite)[0])}; nothing was stored"
             )
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms = row_norms(vecs)
         np.divide(vecs, norms, out=vecs, where=norms > 0)
         return vecs
 

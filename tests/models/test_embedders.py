@@ -264,6 +264,28 @@ def test_wordllama_embeds_offline_and_normalised() -> None:
     assert embedders._load_wordllama() is first
 
 
+def test_wordllama_embeds_one_text_as_it_does_in_a_batch() -> None:
+    """A single text (a single write, a query) takes a shorter path; its vector is the
+    batch path's bit for bit -- a memory written alone and one written in a batch must
+    rank the same."""
+    from actormem.models import embedders
+
+    model = embedders._load_wordllama()
+    rng = np.random.default_rng(3)
+    words = ["the", "tea", "trains", "Alice", "12", "345", "über", "naïve", "東京", "🙂", "x"]
+    texts = ["", " ", "a", "single durable write number 7 about tea and trains"]
+    texts += [" ".join(rng.choice(words, size=int(rng.integers(1, 40)))) for _ in range(200)]
+    for text in texts:
+        alone = model.embed([text], 256)
+        in_batch = model.embed([text, text], 256)[:1]  # the batch path (no padding)
+        assert alone.dtype == np.float32 and alone.shape == (1, 256)
+        assert alone.tobytes() == in_batch.tobytes(), text
+    emb = WordLlamaEmbedder()
+    batch = emb.embed(texts[:50])
+    for i, text in enumerate(texts[:50]):
+        np.testing.assert_allclose(emb.embed([text])[0], batch[i], rtol=0, atol=1e-6)
+
+
 def test_hash_embedder_is_deterministic() -> None:
     a, b = HashEmbedder(32), HashEmbedder(32)
     x = a.embed(["hello world", "hello there"])

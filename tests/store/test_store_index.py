@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -70,6 +71,24 @@ def test_near_duplicate_cosines_are_exact_whatever_the_rows_layout(layout: str) 
     got = index.cosine_many(rows, queries)
     assert got.shape == (rows.size, 3)
     np.testing.assert_allclose(got, vecs[rows] @ queries.T, rtol=0, atol=1e-5)
+
+
+def test_one_record_is_prepared_as_in_a_batch() -> None:
+    """A single write's postings (plain Python) are the batch path's, field for field:
+    stopwords, stems, repeats, numbers, non-ASCII and empty texts."""
+    from actormem.store._tokenize import _prepare_batch, _prepare_one
+
+    rng = np.random.default_rng(11)
+    vocab = [*WORDS[:20], "the", "of", "trains", "training", "trained", "ber", "東京", "x_y", ""]
+    for _ in range(400):
+        text = " ".join(rng.choice(vocab, size=int(rng.integers(0, 25))))
+        one = _prepare_one(text)
+        (rec,) = _records(1, NS, seed=0)
+        batch = _prepare_batch([msgspec.structs.replace(rec, content=text)])
+        assert (one.count, one.terms) == (batch.count, batch.terms), text
+        for field in ("doclen", "starts", "rows", "tfs"):
+            a, b = getattr(one, field), getattr(batch, field)
+            assert a.dtype == b.dtype and a.shape == b.shape and (a == b).all(), (text, field)
 
 
 def test_top_k_selection_matches_a_full_sort() -> None:
