@@ -350,8 +350,10 @@ def test_disk_full_during_store_writes_fails_cleanly(
             real = store._wcur
             store._wcur = _FullDisk(real)
             # small writes are acknowledged in the store's own log: its sync fails too
-            real_sync = os.fdatasync
+            # (pwrite + fdatasync, or one pwritev with RWF_DSYNC where the kernel has it)
+            real_sync, real_pwritev = os.fdatasync, os.pwritev
             monkeypatch.setattr(os, "fdatasync", _enospc)
+            monkeypatch.setattr(os, "pwritev", _enospc)
             try:
                 rt.record(_turn("I live in Tallinn"))
                 with pytest.raises(RecordingError, match="No space left"):
@@ -367,6 +369,7 @@ def test_disk_full_during_store_writes_fails_cleanly(
             finally:
                 store._wcur = real
                 monkeypatch.setattr(os, "fdatasync", real_sync)
+                monkeypatch.setattr(os, "pwritev", real_pwritev)
             rt.record(_turn("I live in Vilnius"))
             rt.flush(60)
             rt.save_fact("tier", "gold")
