@@ -65,8 +65,9 @@ _SLACK: Final = 1e-9
 #: postings (a posting group's arrays hold 4-5 ids on average, a common term's hundreds)
 #: and sorts them by id, and a text sort under a libc collation (``C.UTF-8`` too)
 #: compares with ``strcoll`` and without abbreviated keys.  Measured at 100k rows (one
-#: scope, 5,000-14,000 postings a query; 40 benchmark queries, the variants alternated,
-#: load ~6): the grouping alone 36 -> 11 ms p50, the attempt 46 -> 27 ms.  With sorts
+#: scope, 5,000-14,000 postings a query; 40 benchmark queries x 3, which variant runs
+#: first alternating, load ~5): the grouping alone 16.4 -> 10.6 ms p50, the attempt
+#: 33 -> 26 ms.  With sorts
 #: disabled the planner hashes the grouping; the top-N orderings, which have no other
 #: plan, stay sorts.
 _HASHED: Final = "set_config('enable_sort', 'off', true)"
