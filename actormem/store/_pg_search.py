@@ -98,7 +98,7 @@ def term_counts(content: str) -> tuple[list[str], list[int], int]:
 
     tokens = tokenize(content)
     n = len(tokens)
-    if len(set(tokens)) == n:  # most memories repeat no term: no counting (a third faster)
+    if len(set(tokens)) == n:  # most contents repeat no term: nothing to count
         return tokens, [1] * n, n
     counts = Counter(tokens)
     return list(counts), list(counts.values()), n
