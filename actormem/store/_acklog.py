@@ -316,6 +316,9 @@ class AckLog:
         #: written inside it do not change the file's size.
         self._room = 0
         self._dsync = True
+        # A range a failed append may have left holding an intact record that was
+        # never acknowledged: zeroed and synced before the next append or cut.
+        self._unclean: tuple[int, int] | None = None
 
     def read(self, after: int = 0) -> tuple[str | None, list[LogRecord]]:
         """``(store_id, records)`` on file (``(None, [])`` when there is no log).
@@ -338,6 +341,16 @@ class AckLog:
         except OSError as exc:
             raise StoreError(f"cannot read the acknowledgement log {self.path}: {exc}") from exc
         magic_ok = any(raw.startswith(m) for m in (_MAGIC, _MAGIC_V2, _MAGIC_V1))
+        if not magic_ok and raw.startswith(b"actormem-acklog "):
+            # A format this version cannot read (a newer actormem wrote it): its
+            # records are acknowledged writes, so never advise moving it aside.
+            version = raw[len(b"actormem-acklog ") :].split(b" ", 1)[0][:16]
+            raise StoreError(
+                f"{self.path} is an acknowledgement log of format "
+                f"{version.decode('ascii', 'replace')}, newer than this actormem reads "
+                f"(format 3): open the store with the actormem that wrote it (or a newer one) "
+                "so that its acknowledged writes are applied; do not move it aside"
+            )
         if len(raw) < _LINE_LEN or not magic_ok or raw[_LINE_LEN - 1] != 10:
             if not raw.strip(b"\x00"):  # created, header never synced: nothing was acknowledged
                 return None, []
@@ -440,6 +453,7 @@ class AckLog:
         """
         if self._fd is None:
             raise StoreError(f"the acknowledgement log {self.path} is not open")
+        self._scrub()
         at = _HEADER_LEN + self.size
         try:
             if self.size + len(data) > self._room:
@@ -453,13 +467,37 @@ class AckLog:
             if written != len(data):
                 raise OSError(f"short write ({written} of {len(data)} bytes)")
         except OSError as exc:
-            with contextlib.suppress(OSError):  # never read back as a record
-                _write_zeros(self._fd, at, at + len(data))
+            # What reached the file may be an intact record the caller is told
+            # failed: it must never be read back (after a later cut and a crash
+            # it would head the chain).  Zeroed and synced now, or before the next
+            # append or cut, which refuse to go on until it is.
+            self._unclean = (at, at + len(data))
+            with contextlib.suppress(StoreError):
+                self._scrub()
             raise StoreError(
                 f"writing to {self.path} failed and was rolled back (the log cut back to its "
                 f"last synced record; the write was not stored): {exc}"
             ) from exc
         self.size += len(data)
+
+    def _scrub(self) -> None:
+        """Zero and sync the range a failed append left, if any.
+
+        Raises:
+            StoreError: It could not be zeroed: nothing more is written until it is.
+        """
+        if self._unclean is None or self._fd is None:
+            return
+        start, end = self._unclean
+        try:
+            _write_zeros(self._fd, start, end)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.path}: the remains of a failed write could not be erased ({exc}); "
+                "nothing more is acknowledged until they are"
+            ) from exc
+        self._unclean = None
 
     def _write_dsync(self, data: bytes, at: int) -> int:
         """``pwritev(..., RWF_DSYNC)``; falls back for good where the kernel refuses the flag."""
@@ -487,6 +525,10 @@ class AckLog:
         number.
         """
         if self._fd is not None:
+            try:
+                self._scrub()  # a failed record must not follow the cut's new start
+            except StoreError as exc:  # appends refuse until it is erased
+                log.error("store.acklog_scrub_failed", path=self.path, error=str(exc))
             try:
                 os.pwrite(self._fd, _base_field(base), _LINE_LEN)
             except OSError as exc:  # the old records stay readable: skipped by number

@@ -456,3 +456,63 @@ def test_a_write_too_large_for_a_log_record_goes_to_duckdb_and_survives_a_kill(
         for mid in acks:
             assert store.get(NS, mid) is not None, mid
         assert store.count(NS) == 6
+
+
+def test_a_write_that_failed_is_erased_before_the_log_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write reached the file but its sync failed, and erasing it failed too (two
+    faults): the caller was told it failed, so it must never be read back. Before, a
+    later cut made it the first record of the chain, and a crash replayed it (or the
+    open refused the store as damaged). Now the next append or cut erases it first,
+    and appends refuse while it cannot be erased."""
+    import errno
+
+    import actormem.store._acklog as acklog
+    from actormem.store._acklog import encode
+
+    log = AckLog(str(tmp_path / "f.duckdb"))
+    log.start("5" * 32)
+    log.append(encode(1, ["SELECT 'acknowledged'"]))
+    log._dsync = False  # the pwrite + fdatasync path: the data lands, the sync fails
+    real_sync, real_zeros = acklog.os.fdatasync, acklog._write_zeros
+    faults = {"sync": 1, "zeros": 2}
+
+    def sync(fd: int) -> None:
+        if faults["sync"]:
+            faults["sync"] -= 1
+            raise OSError(errno.EIO, "I/O error")
+        real_sync(fd)
+
+    def zeros(fd: int, start: int, end: int) -> None:
+        if faults["zeros"]:
+            faults["zeros"] -= 1
+            raise OSError(errno.EIO, "I/O error")
+        real_zeros(fd, start, end)
+
+    monkeypatch.setattr(acklog.os, "fdatasync", sync)
+    monkeypatch.setattr(acklog, "_write_zeros", zeros)
+    with pytest.raises(StoreError, match="rolled back"):
+        log.append(encode(2, ["SELECT 'told it failed'"]))
+    with pytest.raises(StoreError, match="could not be erased"):  # still cannot erase
+        log.append(encode(2, ["SELECT 'refused too'"]))
+    log.cut(1)  # the applier applied #1; the remains are erased first (now it can)
+    assert faults == {"sync": 0, "zeros": 0}
+    # a crash here: nothing after the cut may be read back as a record
+    assert AckLog(str(tmp_path / "f.duckdb")).read(after=1)[1] == []
+    log.append(encode(2, ["SELECT 'the next one'"]))
+    assert [r.seq for r in AckLog(str(tmp_path / "f.duckdb")).read(after=1)[1]] == [2]
+    log.close(remove=False)
+
+
+def test_a_log_of_a_newer_format_is_refused_without_advice_to_move_it_aside(
+    tmp_path: Path,
+) -> None:
+    """A log written by a newer actormem holds acknowledged writes: the message must
+    not tell the user to move it aside (the generic 'bad header' message did)."""
+    db = tmp_path / "n.duckdb"
+    raw = bytearray(b"actormem-acklog 9 " + b"7" * 32 + b"\n" + bytes(64))
+    Path(str(db) + ".acklog").write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match="format 9, newer") as err:
+        AckLog(str(db)).read()
+    assert "move it aside" not in str(err.value).lower().replace("do not move it aside", "")
