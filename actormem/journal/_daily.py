@@ -108,12 +108,15 @@ class DailyJournal:
         seen = self._seen(day, path)
         lines: list[str] = []
         written: list[str] = []
-        for mid in dict.fromkeys(ids):
-            rec = self._store.get(self.namespace, mid, include_deleted=True)
-            if rec is None:
-                continue
+        recs = [
+            rec
+            for mid in dict.fromkeys(ids)
+            if (rec := self._store.get(self.namespace, mid, include_deleted=True)) is not None
+        ]
+        last_ops = self._last_ops(recs)
+        for rec in recs:
             line = render_journal_line(
-                rec, ts, limit=self.config.journal_line_chars, op=self._op_label(rec)
+                rec, ts, limit=self.config.journal_line_chars, op=self._op_label(rec, last_ops)
             )
             key = line[_TIME_PREFIX:]
             if key in seen:  # the same memory in the same state was journaled today
@@ -134,19 +137,38 @@ class DailyJournal:
         )
         return len(lines)
 
-    def _op_label(self, rec: MemoryRecord) -> str:
+    def _last_ops(self, recs: Sequence[MemoryRecord]) -> dict[str, str] | None:
+        """The last history operation of the memories changed after their insert.
+
+        Every change after the insert sets ``updated_at`` to its write's clock:
+        a memory never changed needs no history read.  The others are read in
+        one query where the store can (DuckDB's ``last_ops``: each read first
+        applies the store's pending writes, about a DuckDB commit, so one read
+        per recorded batch instead of one per memory); None: read one by one.
+        """
+        changed = [
+            r.id
+            for r in recs
+            if r.deleted_at is None and r.superseded_by is None and r.updated_at != r.created_at
+        ]
+        if not changed:
+            return {}
+        many = getattr(self._store, "last_ops", None)
+        return None if many is None else dict(many(self.namespace, changed))
+
+    def _op_label(self, rec: MemoryRecord, last_ops: dict[str, str] | None) -> str:
         """What last happened to ``rec``: "" (added), updated, deleted, merged into ..."""
         if rec.deleted_at is not None:
             return "deleted"
         if rec.superseded_by is not None:
             return f"merged into {rec.superseded_by}"
         if rec.updated_at == rec.created_at:
-            # Every change after the insert sets updated_at to its write's clock: a
-            # memory never changed needs no history read (the read would first apply
-            # the store's pending writes to DuckDB, on every recorded turn).
-            return ""
-        history = self._store.history(self.namespace, rec.id)
-        last = history[-1].op if history else "ADD"
+            return ""  # never changed after its insert (see _last_ops)
+        if last_ops is not None:
+            last = last_ops.get(rec.id, "ADD")
+        else:
+            history = self._store.history(self.namespace, rec.id)
+            last = history[-1].op if history else "ADD"
         return "updated" if last == "UPDATE" else ""  # a merge keeps the survivor as it was
 
     def read_day(self, day: str | dt.date | None = None) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 
 from actormem.store._duckdb_queries import _one, inline
+from actormem.store._duckdb_rows import LOG_HEAD, STATE_HEAD, STATE_TAIL
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql
 from actormem.store._journal_rows import check_compaction, check_entry, check_state, log_entries_sql
 from actormem.store._records import (
@@ -99,6 +100,10 @@ class DuckDBJournal:
         def _drain(self) -> None: ...
 
         def _write_script(self, what: str, statements: builtins.list[str]) -> None: ...
+
+        def _write_journal_rows(
+            self, what: str, log_rows: builtins.list[str], state_rows: dict[str, str]
+        ) -> None: ...
 
         def _drain_locked(self) -> None: ...
 
@@ -405,59 +410,41 @@ class DuckDBJournal:
         values = dict(state or {})
         check_state(values)
         now = us(self._clock())
-        insert = (
-            "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
-            "entry_type, content, metadata) VALUES "
-        )
-        upsert = (
-            "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
-            "value, updated_at) VALUES {} "
-            "ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
-            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
-        )
 
-        def statements(first: int) -> builtins.list[str]:
+        def literal_rows(first: int) -> tuple[builtins.list[str], dict[str, str]]:
             ns = [lit(p) for p in params]
-            out = []
-            if rows:
-                out.append(
-                    insert
-                    + ", ".join(
-                        row_sql(
-                            [
-                                lit(rid),
-                                *ns,
-                                str(first + 1 + i),
-                                f"make_timestamp({ts})",
-                                lit(kind),
-                                lit(text),
-                                lit(meta_json),
-                            ]
-                        )
-                        for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows)
-                    )
+            log_rows = [
+                row_sql(
+                    [
+                        lit(rid),
+                        *ns,
+                        str(first + 1 + i),
+                        f"make_timestamp({ts})",
+                        lit(kind),
+                        lit(text),
+                        lit(meta_json),
+                    ]
                 )
-            if values:
-                out.append(
-                    upsert.format(
-                        ", ".join(
-                            f"({', '.join([*ns, lit(k), lit(v), f'make_timestamp({now})'])})"
-                            for k, v in values.items()
-                        )
-                    )
-                )
-            return out
+                for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows)
+            ]
+            state_rows = {
+                ", ".join(
+                    [*ns, lit(k)]
+                ): f"({', '.join([*ns, lit(k), lit(v), f'make_timestamp({now})'])})"
+                for k, v in values.items()
+            }
+            return log_rows, state_rows
 
         def bound(first: int) -> Callable[[Any], None]:
             def write(cur: Any) -> None:
                 for i, (rid, kind, text, _, meta_json, ts) in enumerate(rows):
                     cur.execute(
-                        insert + "(?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)",
+                        LOG_HEAD + "(?, ?, ?, ?, ?, ?, make_timestamp(?), ?, ?, ?)",
                         [rid, *params, first + 1 + i, ts, kind, text, meta_json],
                     )
                 for key, value in values.items():
                     cur.execute(
-                        upsert.format("(?, ?, ?, ?, ?, ?, make_timestamp(?))"),
+                        STATE_HEAD + "(?, ?, ?, ?, ?, ?, make_timestamp(?))" + STATE_TAIL,
                         [*params, key, value, now],
                     )
 
@@ -475,11 +462,11 @@ class DuckDBJournal:
                 row = _one(self._wcur, sql, params)
                 first = int(row[0]) if row else 0
             try:  # literals, not parameters (see actormem.store._duckdb_sql): one call
-                script = statements(first)
+                log_rows, state_rows = literal_rows(first)
             except UnsafeLiteral:  # e.g. a NUL character: bound parameters
                 self._run_txn("journal write", bound(first), ())
             else:  # acknowledged once in the store's log (see actormem.store._acklog)
-                self._write_script("journal write", script)
+                self._write_journal_rows("journal write", log_rows, state_rows)
             self._log_seqs[ns_key] = first + len(rows)
         return [
             LogRecord(

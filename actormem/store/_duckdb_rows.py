@@ -28,7 +28,10 @@ __all__ = [
     "HISTORY_HEAD",
     "INSERT_HEAD",
     "LITERAL_INSERTS",
+    "LOG_HEAD",
     "SMALL_BATCH",
+    "STATE_HEAD",
+    "STATE_TAIL",
     "Tables",
     "execute_history",
     "execute_insert",
@@ -240,6 +243,24 @@ INSERT_HEAD = (
 HISTORY_HEAD = (
     "INSERT INTO history (id, memory_id, user_id, agent_id, run_id, session_id, op, "
     "old_content, new_content, ts, reason) VALUES "
+)
+
+#: The head of a literal insert of activity log rows (the journal's LOG entries).
+LOG_HEAD = (
+    "INSERT INTO activity_log (id, user_id, agent_id, run_id, session_id, seq, ts, "
+    "entry_type, content, metadata) VALUES "
+)
+
+#: The head and tail of a literal upsert of journal state rows.  One statement
+#: may not name a key twice (DuckDB refuses to update a row twice in one
+#: command), so merged rows keep only the last value of each key.
+STATE_HEAD = (
+    "INSERT INTO journal_state (user_id, agent_id, run_id, session_id, key, "
+    "value, updated_at) VALUES "
+)
+STATE_TAIL = (
+    " ON CONFLICT (user_id, agent_id, run_id, session_id, key) "
+    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
 )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from actormem import Msg
-from actormem.events import Event, JournalWritten
+from actormem.events import Event, JournalWritten, MemoryRecorded
 from actormem.journal import parse_journal_ids
 from actormem.store import content_hash
 
@@ -44,6 +45,37 @@ def test_journal_lines_trace_to_store_ids(make_runtime: MakeRuntime) -> None:
     assert any(isinstance(e, JournalWritten) and e.ids for e in seen)
     path = rt.journal.day_path(rt.journal.today())
     assert str(path).endswith(f"/ada/helper/memory/{rt.journal.today()}.md")
+
+
+def test_a_recorded_batch_reads_the_store_s_history_once(make_runtime: MakeRuntime) -> None:
+    """Each read of DuckDB first applies the store's pending writes (a commit):
+    a batch's changed memories are labelled from one read, not one per memory."""
+    rt = make_runtime()
+    assert rt.journal is not None and rt.store is not None
+    store = rt.store
+    ids = [store.add(NS, f"the user owns {n} bicycles").id for n in ("two", "three", "four")]
+    store.update(NS, ids[0], content="the user owns five bicycles")
+    store.update(NS, ids[1], importance=0.9)
+    calls: list[str] = []
+
+    def counted(name: str) -> None:
+        real = getattr(store, name)
+
+        def call(*args: Any) -> Any:
+            calls.append(name)
+            return real(*args)
+
+        setattr(store, name, call)
+
+    counted("last_ops")
+    counted("history")
+    rt.journal.on_recorded(MemoryRecorded(ids=tuple(ids)))
+    assert calls == ["last_ops"]
+    lines = [ln for ln in rt.journal.read_day().splitlines() if ln.startswith("- ")]
+    shown = {mid: ln for ln in lines for mid in ids if f"id:{mid}" in ln}
+    assert set(shown) == set(ids)
+    assert "(updated)" in shown[ids[0]] and "five bicycles" in shown[ids[0]]
+    assert "(updated)" in shown[ids[1]] and "(updated)" not in shown[ids[2]]
 
 
 def test_a_memory_is_journaled_once_per_state(make_runtime: MakeRuntime) -> None:

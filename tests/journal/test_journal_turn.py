@@ -95,15 +95,15 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
     rt.flush()
     store = _store(rt)
     writes: list[str] = []
-    real = store._write_script
+    real = store._write_journal_rows
 
-    def counting(what: str, statements: list[str]) -> None:
+    def counting(what: str, log_rows: list[str], state_rows: dict[str, str]) -> None:
         writes.append(what)
-        real(what, statements)
+        real(what, log_rows, state_rows)
 
-    # each journal write is one record of the store's log (one sync), applied
-    # to DuckDB later in the applier's single transaction
-    store._write_script = counting  # type: ignore[method-assign]
+    # each journal write is one record of the store's log, applied to DuckDB
+    # later in the applier's single transaction
+    store._write_journal_rows = counting  # type: ignore[method-assign]
     agent.reply("what is the capital of Portugal?")
     assert writes.count("journal write") == 2  # the task's start, its end
     assert rt.journal is not None

@@ -1,0 +1,119 @@
+"""The journal's acknowledged writes applied together, and one history read per batch.
+
+A turn with the journal acknowledges two records in the store's log (its log
+entries and the NOW state).  The applier merges consecutive records' rows
+into one insert and one upsert that keeps each key's last value; a record of
+other statements between them (a compaction) must see exactly the rows written
+before it.  The outcome must be what applying the records one at a time gives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from actormem.models.embedders import HashEmbedder
+from actormem.store import DuckDBStore, Namespace
+
+NS = Namespace(user_id="ada", agent_id="bot")
+OTHER = Namespace(user_id="ada", agent_id="other")
+
+
+def _open(path: Path) -> DuckDBStore:
+    return DuckDBStore(path, embedder=HashEmbedder(64), touch_flush_interval=None)
+
+
+def _writes(store: DuckDBStore, *, drain_each: bool) -> None:
+    """Journal writes with overlapping state keys and a statement record between them."""
+    steps: list[tuple[Any, ...]] = [
+        ("journal", NS, [("THOUGHT", "one", {}), ("SYSTEM", "two", {})], {"now": "a1", "h": "x"}),
+        ("journal", OTHER, [("THOUGHT", "other ns", {})], {"now": "o1"}),
+        ("script", "UPDATE activity_log SET content = content || ' (seen)'"),
+        ("journal", NS, [("THOUGHT", "three", {})], {"now": "a2"}),
+        ("journal", NS, [], {"now": "a3", "k2": "b"}),
+        ("journal", NS, [("TOOL_USE", "four", {"tool": "t"})], {"h": "y"}),
+        ("journal", OTHER, [], {"now": "o2"}),
+    ]
+    for step in steps:
+        if step[0] == "script":
+            with store._write_lock:
+                store._write_script("a statement between journal writes", [str(step[1])])
+        else:
+            _, ns, entries, state = step
+            rows = [(kind, text, meta, 1_700_000_000.0) for kind, text, meta in entries]
+            store.journal_write(ns, rows, state)
+        if drain_each:
+            store.journal_state(NS)  # a read applies what is pending
+
+
+def _start(store: DuckDBStore) -> None:
+    """A first write in each namespace (it reads the namespace's last seq from DuckDB)."""
+    for ns in (NS, OTHER):
+        store.journal_write(ns, [("SYSTEM", "start", {}, 1_600_000_000.0)], {})
+    store.journal_state(NS)
+
+
+def _snapshot(store: DuckDBStore) -> Any:
+    return tuple(
+        (
+            [(e.seq, e.entry_type, e.content, e.metadata) for e in store.log_entries(ns)],
+            store.journal_state(ns),
+        )
+        for ns in (NS, OTHER)
+    )
+
+
+def test_merged_journal_records_leave_what_applying_them_one_by_one_leaves(
+    tmp_path: Path,
+) -> None:
+    one_by_one = _open(tmp_path / "each.duckdb")
+    try:
+        _start(one_by_one)
+        _writes(one_by_one, drain_each=True)
+        expected = _snapshot(one_by_one)
+    finally:
+        one_by_one.close()
+    assert [e[2] for e in expected[0][0]] == [
+        "start (seen)",
+        "one (seen)",
+        "two (seen)",
+        "three",
+        "four",
+    ]
+    assert expected[0][1] == {"now": "a3", "h": "y", "k2": "b"}
+    assert expected[1][1] == {"now": "o2"}
+
+    merged = _open(tmp_path / "merged.duckdb")
+    try:
+        _start(merged)
+        with merged._apply_lock:  # the applier waits: every record is applied in one step
+            _writes(merged, drain_each=False)
+            assert len(merged._logged) == 7
+        assert _snapshot(merged) == expected
+    finally:
+        merged.close()
+    reopened = _open(tmp_path / "merged.duckdb")
+    try:
+        assert _snapshot(reopened) == expected
+    finally:
+        reopened.close()
+
+
+def test_last_ops_is_the_last_history_operation_of_each_memory(tmp_path: Path) -> None:
+    store = _open(tmp_path / "ops.duckdb")
+    try:
+        added = store.add(NS, "the user likes green tea").id
+        updated = store.add(NS, "the user lives in Porto").id
+        store.update(NS, updated, content="the user lives in Lisbon")
+        store.update(NS, updated, importance=0.9)
+        deleted = store.add(NS, "the user has a cat").id
+        store.delete(NS, deleted, reason="wrong")
+        elsewhere = store.add(OTHER, "another agent's memory").id
+        ids = [added, updated, deleted, elsewhere, "no-such-id", updated]
+        expected = {mid: store.history(NS, mid)[-1].op for mid in ids if store.history(NS, mid)}
+        assert store.last_ops(NS, ids) == expected
+        assert set(expected) == {added, updated, deleted}
+        assert expected[updated] == "UPDATE" and expected[deleted] == "DELETE"
+        assert store.last_ops(NS, []) == {}
+    finally:
+        store.close()
