@@ -45,6 +45,7 @@ class JournalCalls:
         state: str = "in_flight",
         note: str = "",
         also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        sync: bool = True,
     ) -> NowStatus:
         """Replace the working status (NOW.md, session state, DuckDB); emits ``NowUpdated``.
 
@@ -55,6 +56,9 @@ class JournalCalls:
             note: a free note (an error, a hint for whoever resumes).
             also_log: ``(entry_type, content, metadata)`` log entries committed
                 in the same transaction as the status.
+            sync: False: return once written to the store's log and sync in the
+                background (see :meth:`actormem.journal.Journal.update_now`);
+                :meth:`sync_journal` waits for it.
 
         Raises:
             RuntimeError: the runtime keeps no journal.
@@ -62,8 +66,17 @@ class JournalCalls:
         """
         self._last_activity = time.monotonic()
         return self._need_journal().update_now(
-            objective, next_steps, state=state, note=note, also_log=also_log
+            objective, next_steps, state=state, note=note, also_log=also_log, sync=sync
         )
+
+    def sync_journal(self) -> None:
+        """Return once every journal write is synced (see ``update_now(sync=False)``).
+
+        Raises:
+            StoreError: A background sync of the store's log failed.
+        """
+        if self.journal is not None:
+            self.journal.sync_store()
 
     def now(self) -> NowStatus:
         """The working status (a hand edit of NOW.md is imported first).

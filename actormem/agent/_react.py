@@ -256,6 +256,7 @@ class ReActAgent(StateModule):
                 task,
                 [*self._done, "continue the task from the steps already done"],
                 note=f"resumed after: {why}",
+                sync=False,  # the turn's end syncs it (see _turn)
             )
             self._log("SYSTEM", f"resuming the task after: {why}")
         else:
@@ -263,11 +264,13 @@ class ReActAgent(StateModule):
             task, task_id = user.text, user.id
             turn = [user]
             self._done = []
-            # NOW and the user's message commit together (one transaction)
+            # NOW and the user's message commit together (one transaction);
+            # synced in the background: the turn's end syncs it (see _turn)
             self._update_now(
                 task,
                 ["work out the answer, using tools as needed", "reply"],
                 also_log=message_entries([user]),
+                sync=False,
             )
         self._set_status(
             state="in_flight",
@@ -279,7 +282,23 @@ class ReActAgent(StateModule):
             next_step="answer the task; if interrupted, say 'continue' to resume",
         )
         self._autosave()
-        return self._loop(turn)
+        return self._turn(turn)
+
+    def _turn(self, turn: list[Msg]) -> Msg:
+        """The turn's loop; what it wrote to the journal is synced when it returns.
+
+        The turn's start was written with ``sync=False`` (its sync overlaps the
+        model call); the end's synced write covers it, and on any other way
+        out this waits for it.
+        """
+        try:
+            return self._loop(turn)
+        finally:
+            if self.memory.journal is not None:
+                try:
+                    self.memory.sync_journal()
+                except Exception:
+                    log.exception("agent.journal_failed", call="sync_journal")
 
     def _is_continue(self, user: Msg) -> bool:
         if user.text.strip().lower().rstrip(".!") not in _CONTINUE:
@@ -308,11 +327,14 @@ class ReActAgent(StateModule):
         state: str = "in_flight",
         note: str = "",
         also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        sync: bool = True,
     ) -> None:
         if self.memory.journal is None:
             return
         try:
-            self.memory.update_now(objective, next_steps, state=state, note=note, also_log=also_log)
+            self.memory.update_now(
+                objective, next_steps, state=state, note=note, also_log=also_log, sync=sync
+            )
         except Exception:
             log.exception("agent.journal_failed", call="update_now")
             for entry_type, text, meta in also_log:  # the entries still go to the log

@@ -337,6 +337,7 @@ class Journal(DailyJournal, StateModule):
         state: str = "in_flight",
         note: str = "",
         also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        sync: bool = True,
     ) -> NowStatus:
         """Replace the working status and rewrite NOW.md.
 
@@ -351,6 +352,11 @@ class Journal(DailyJournal, StateModule):
             also_log: more ``(entry_type, content, metadata)`` log entries
                 (see :meth:`log`), appended before the status's own: what
                 led to the new status (the user's request, the final reply).
+            sync: False: return once the update is written to the store's log
+                (a killed process keeps it) and have it synced in the background,
+                before the store's next write (DuckDB; elsewhere it commits as
+                usual).  An agent's turn start does this: the turn's end is
+                synced, and so covers both.  NOW.md shows it only once synced.
 
         Returns:
             The new status.
@@ -378,7 +384,7 @@ class Journal(DailyJournal, StateModule):
         )
         with self._lock:
             self._sync_now()
-            self._set_now(new, log_entry=True, extra=extra)
+            self._set_now(new, log_entry=True, extra=extra, sync=sync)
             return self._now
 
     def _set_now(
@@ -388,6 +394,7 @@ class Journal(DailyJournal, StateModule):
         log_entry: bool,
         imported: bool = False,
         extra: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        sync: bool = True,
     ) -> None:
         old = self._now
         self._now = new
@@ -419,8 +426,9 @@ class Journal(DailyJournal, StateModule):
                 f"hash:{NOW_FILE}": digest,
                 _NOW_VERSIONS: " ".join(versions),
             },
+            sync=sync,
         )
-        # Acknowledged with its hash: only now may the file show it.
+        # Acknowledged with its hash: only now may the file show it (once synced).
         self._queue_now(text, digest)
         self._publish(
             NowUpdated(
@@ -528,6 +536,7 @@ class Journal(DailyJournal, StateModule):
         written at its signature.  Any other is left alone; an edit in place
         that kept a signature of ours has it forgotten, so the next use imports it.
         """
+        self.sync_store()  # never a file showing what the disk may not hold yet
         path = self.path(NOW_FILE)
         before = _stat(path)
         current = read_text(path)
@@ -605,8 +614,13 @@ class Journal(DailyJournal, StateModule):
         self,
         entries: Sequence[tuple[str, str, dict[str, Any]]],
         state: dict[str, str] | None = None,
+        *,
+        sync: bool = True,
     ) -> list[LogRecord]:
-        """Store ``entries`` (and ``state``) in one transaction, then queue one LOG.md rewrite."""
+        """Store ``entries`` (and ``state``) in one transaction, then queue one LOG.md rewrite.
+
+        ``sync=False``: see :meth:`update_now` (only a store with ``journal_write``).
+        """
         limit = self.config.entry_max_chars
         now = self.config.clock()
         rows: list[tuple[str, str, dict[str, Any], float]] = []
@@ -621,7 +635,11 @@ class Journal(DailyJournal, StateModule):
             return []
         write = getattr(self._store, "journal_write", None)
         if write is not None:  # DuckDB: one transaction
-            recs: list[LogRecord] = write(self.namespace, rows, state)
+            recs: list[LogRecord] = (
+                write(self.namespace, rows, state)
+                if sync
+                else write(self.namespace, rows, state, sync=False)
+            )
         else:
             if state:
                 self._store.set_journal_state(self.namespace, state)
@@ -673,6 +691,16 @@ class Journal(DailyJournal, StateModule):
         LOG.md is rewritten by the view writer (``flush()`` waits for it).
         """
         return compact_log(self, force=True)
+
+    def sync_store(self) -> None:
+        """Return once every write of the journal is synced (see ``update_now(sync=False)``).
+
+        Raises:
+            StoreError: A background sync of the store's log failed.
+        """
+        sync_log = getattr(self._store, "sync_log", None)
+        if sync_log is not None:
+            sync_log()
 
     def flush(self, timeout: float | None = 60.0) -> bool:
         """Wait until NOW.md and LOG.md show every acknowledged update and no

@@ -89,6 +89,7 @@ import numpy as np
 import structlog
 
 from actormem._special_files import check_regular
+from actormem.store._acklog_sync import BackgroundSync
 from actormem.store._duckdb_sql import lit
 from actormem.store._schema import read_meta
 from actormem.store._types import StoreError
@@ -319,6 +320,7 @@ class AckLog:
         # A range a failed append may have left holding an intact record that was
         # never acknowledged: zeroed and synced before the next append or cut.
         self._unclean: tuple[int, int] | None = None
+        self._bg = BackgroundSync(self.path)
 
     def read(self, after: int = 0) -> tuple[str | None, list[LogRecord]]:
         """``(store_id, records)`` on file (``(None, [])`` when there is no log).
@@ -441,11 +443,16 @@ class AckLog:
         os.fdatasync(self._fd)  # the new size and blocks, before a record relies on them
         self._room = room
 
-    def append(self, data: bytes) -> None:
+    def append(self, data: bytes, *, sync: bool = True) -> None:
         """Write encoded records after the last one and sync: when this returns they are durable.
 
         In place over the space ahead (see the module): one ``pwritev`` with
         ``RWF_DSYNC`` where the system has it, else ``pwrite`` and ``fdatasync``.
+
+        ``sync=False``: return once written (a killed process loses nothing, a
+        power cut may) and sync in the background (see
+        :mod:`actormem.store._acklog_sync`).  Either way an earlier unsynced
+        append is synced before this one is written.
 
         Raises:
             StoreError: The write or the sync failed; what was written is
@@ -454,11 +461,14 @@ class AckLog:
         if self._fd is None:
             raise StoreError(f"the acknowledgement log {self.path} is not open")
         self._scrub()
+        self._bg.settle()  # nothing is appended after an unsynced record
         at = _HEADER_LEN + self.size
         try:
             if self.size + len(data) > self._room:
                 self._grow(self.size + len(data))
-            if _DSYNC is not None and self._dsync:
+            if not sync:
+                written = os.pwrite(self._fd, data, at)
+            elif _DSYNC is not None and self._dsync:
                 written = self._write_dsync(data, at)
             else:
                 written = os.pwrite(self._fd, data, at)
@@ -466,6 +476,8 @@ class AckLog:
                     os.fdatasync(self._fd)
             if written != len(data):
                 raise OSError(f"short write ({written} of {len(data)} bytes)")
+            if not sync:
+                self._bg.request(self._fd)
         except OSError as exc:
             # What reached the file may be an intact record the caller is told
             # failed: it must never be read back (after a later cut and a crash
@@ -498,6 +510,20 @@ class AckLog:
                 "nothing more is acknowledged until they are"
             ) from exc
         self._unclean = None
+
+    @property
+    def unsynced(self) -> bool:
+        """Whether an append made with ``sync=False`` is not synced yet."""
+        return self._bg.unsynced
+
+    def settle(self) -> None:
+        """Return once every append is synced (see :meth:`append`'s ``sync``).
+
+        Raises:
+            StoreError: A background sync failed.
+        """
+        if self._fd is not None:
+            self._bg.settle()
 
     def _write_dsync(self, data: bytes, at: int) -> int:
         """``pwritev(..., RWF_DSYNC)``; falls back for good where the kernel refuses the flag."""
@@ -542,6 +568,7 @@ class AckLog:
         open would need the directory synced before the first acknowledgement.
         """
         if self._fd is not None:
+            self._bg.close()
             fd, self._fd = self._fd, None
             try:
                 if remove:

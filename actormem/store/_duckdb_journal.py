@@ -102,7 +102,12 @@ class DuckDBJournal:
         def _write_script(self, what: str, statements: builtins.list[str]) -> None: ...
 
         def _write_journal_rows(
-            self, what: str, log_rows: builtins.list[str], state_rows: dict[str, str]
+            self,
+            what: str,
+            log_rows: builtins.list[str],
+            state_rows: dict[str, str],
+            *,
+            sync: bool = True,
         ) -> None: ...
 
         def _drain_locked(self) -> None: ...
@@ -369,12 +374,17 @@ class DuckDBJournal:
         namespace: Namespace,
         entries: Sequence[tuple[str, str, dict[str, Any], float]],
         state: dict[str, str] | None = None,
+        *,
+        sync: bool = True,
     ) -> builtins.list[LogRecord]:
         """Append log entries and upsert journal state in one transaction.
 
         The journal's writes of one call (a NOW update with its log entries, the
         messages of a turn) commit together: one WAL sync instead of one per
-        entry.  Committed when it returns.
+        entry.  Committed when it returns; with ``sync=False``, written to the
+        store's log when it returns (a killed process loses nothing) and synced
+        in the background, before any later write of the store is written
+        (:meth:`sync_log` waits for it).
 
         Args:
             namespace: The agent's namespace (exact, not a scope).
@@ -466,7 +476,7 @@ class DuckDBJournal:
             except UnsafeLiteral:  # e.g. a NUL character: bound parameters
                 self._run_txn("journal write", bound(first), ())
             else:  # acknowledged once in the store's log (see actormem.store._acklog)
-                self._write_journal_rows("journal write", log_rows, state_rows)
+                self._write_journal_rows("journal write", log_rows, state_rows, sync=sync)
             self._log_seqs[ns_key] = first + len(rows)
         return [
             LogRecord(

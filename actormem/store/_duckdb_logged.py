@@ -284,8 +284,13 @@ class DuckDBLogged:
             return None
         return None if _too_large(entry.payload()) else entry
 
-    def _append_logged(self, entry: Logged) -> None:
-        """Append ``entry`` to the log and sync it: from here on it is acknowledged."""
+    def _append_logged(self, entry: Logged, *, sync: bool = True) -> None:
+        """Append ``entry`` to the log and sync it: from here on it is acknowledged.
+
+        ``sync=False``: acknowledged once written, synced in the background
+        (:mod:`actormem.store._acklog_sync`); the commit record is left to the
+        next synced record, so it never runs ahead of the disk.
+        """
         assert self._acklog is not None
         if len(self._logged) >= APPLY_MAX or self._acklog.size >= LOG_MAX:
             self._drain()
@@ -298,10 +303,10 @@ class DuckDBLogged:
             ) from exc
         self._note_commit(entry.seq, entry.ids)  # before the record: see _index_since
         with self._logged_lock:  # not while the applier cuts the log
-            self._acklog.append(data)
+            self._acklog.append(data, sync=sync)
             self._seq = entry.seq
             self._logged.append(entry)
-        if self._commits is not None:  # the record never runs ahead of the log
+        if self._commits is not None and sync:  # the record never runs ahead of the log
             self._commits.write(self._store_id, entry.seq)
         self._apply_wake.set()
 
@@ -316,19 +321,34 @@ class DuckDBLogged:
         self._append_logged(Logged(seq=self._seq + 1, statements=list(statements)))
 
     def _write_journal_rows(
-        self, what: str, log_rows: list[str], state_rows: dict[str, str]
+        self, what: str, log_rows: list[str], state_rows: dict[str, str], *, sync: bool = True
     ) -> None:
         """Write the journal's literal rows as one logged record (writer lock held).
 
         Kept as rows, not statements, so the applier merges many records' rows
         into one insert and one upsert (see :func:`_merged_statements`).
+        ``sync``: see :meth:`_append_logged`.
         """
         entry = Logged(seq=self._seq + 1, log_rows=log_rows, state_rows=state_rows)
         statements = entry.payload()
         if self._acklog is None or _too_large(statements):
             self._run_script(what, statements, ())
             return
-        self._append_logged(entry)
+        self._append_logged(entry, sync=sync)
+
+    def sync_log(self) -> None:
+        """Return once every record of the store's log is synced.
+
+        A record written with ``sync=False`` (a journal turn's start) is synced
+        in the background; this waits for it, or syncs it here.
+
+        Raises:
+            StoreError: A background sync failed.
+        """
+        if self._acklog is None:
+            return
+        with self._logged_lock:  # not while close() closes the log
+            self._acklog.settle()
 
     def _drain_locked(self) -> None:
         """Apply pending records before a read of DuckDB.

@@ -94,18 +94,22 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
     agent.reply("warm-up")
     rt.flush()
     store = _store(rt)
-    writes: list[str] = []
+    writes: list[tuple[str, bool]] = []
     real = store._write_journal_rows
 
-    def counting(what: str, log_rows: list[str], state_rows: dict[str, str]) -> None:
-        writes.append(what)
-        real(what, log_rows, state_rows)
+    def counting(
+        what: str, log_rows: list[str], state_rows: dict[str, str], *, sync: bool = True
+    ) -> None:
+        writes.append((what, sync))
+        real(what, log_rows, state_rows, sync=sync)
 
     # each journal write is one record of the store's log, applied to DuckDB
-    # later in the applier's single transaction
+    # later in the applier's single transaction; the start's is synced in the
+    # background, the end's sync covers both
     store._write_journal_rows = counting  # type: ignore[method-assign]
     agent.reply("what is the capital of Portugal?")
-    assert writes.count("journal write") == 2  # the task's start, its end
+    assert writes == [("journal write", False), ("journal write", True)]
+    assert store._acklog is not None and not store._acklog.unsynced
     assert rt.journal is not None
     kinds = [(e.entry_type, e.content[:14]) for e in rt.journal.entries()[-5:]]
     assert kinds == [
@@ -115,6 +119,34 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
         ("THOUGHT", "Noted."),
         ("SYSTEM", "NOW done: what"),
     ]
+
+
+def test_a_reply_whose_model_fails_returns_with_its_journal_writes_synced(
+    make_runtime: MakeRuntime,
+) -> None:
+    """The turn's start is written unsynced; a turn that ends any other way
+    (here the model raises) still returns only once it is synced."""
+    rt = make_runtime()
+    store = _store(rt)
+
+    def broken(*_: Any) -> str:
+        raise RuntimeError("the model is down")
+
+    agent = ReActAgent("helper", ScriptedModel(broken), rt)
+    synced_before_return: list[bool] = []
+    real = rt.sync_journal
+
+    def watching() -> None:
+        real()
+        assert store._acklog is not None
+        synced_before_return.append(not store._acklog.unsynced)
+
+    rt.sync_journal = watching  # type: ignore[method-assign]
+    out = agent.reply("please do the thing")
+    assert "model is down" in out.text or agent.status.state == "error"
+    assert synced_before_return == [True]
+    assert store._acklog is not None and not store._acklog.unsynced
+    assert rt.journal is not None and rt.journal.now().objective == "please do the thing"
 
 
 def test_a_journaled_reply_never_looks_for_pandas(make_runtime: MakeRuntime) -> None:

@@ -9,11 +9,20 @@ before it.  The outcome must be what applying the records one at a time gives.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, Namespace
+from actormem.store._acklog import AckLog, encode
 
 NS = Namespace(user_id="ada", agent_id="bot")
 OTHER = Namespace(user_id="ada", agent_id="other")
@@ -117,3 +126,76 @@ def test_last_ops_is_the_last_history_operation_of_each_memory(tmp_path: Path) -
         assert store.last_ops(NS, []) == {}
     finally:
         store.close()
+
+
+def test_an_unsynced_journal_write_survives_a_killed_process(tmp_path: Path) -> None:
+    """``sync=False`` returns once the record is written: SIGKILL right after loses nothing."""
+    path = tmp_path / "kill.duckdb"
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(64), touch_flush_interval=None)
+        ns = Namespace(user_id="ada", agent_id="bot")
+        store.journal_write(ns, [("SYSTEM", "first", {{}}, 1_700_000_000.0)], {{"now": "a"}})
+        store.journal_state(ns)  # applied: the next record stays in the log only
+        store.journal_write(
+            ns, [("USER_FEEDBACK", "the turn's start", {{}}, 1_700_000_001.0)],
+            {{"now": "in flight"}}, sync=False,
+        )
+        print("ACK", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert proc.stdout.split() == ["ACK"]
+    store = _open(path)
+    try:
+        assert [e.content for e in store.log_entries(NS)] == ["first", "the turn's start"]
+        assert store.journal_state(NS) == {"now": "in flight"}
+    finally:
+        store.close()
+
+
+def test_nothing_is_appended_after_an_unsynced_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log's reader tells damage from a torn tail by this rule (see _acklog)."""
+    log = AckLog(str(tmp_path / "x.duckdb"))
+    log.start("0" * 32)
+    events: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    real_pwrite, real_sync = os.pwrite, os.fdatasync
+
+    def pwrite(fd: int, data: bytes, at: int) -> int:
+        with lock:
+            events.append(("write", at + len(data)))
+        return real_pwrite(fd, data, at)
+
+    def fdatasync(fd: int) -> None:
+        size = os.fstat(fd).st_size
+        real_sync(fd)
+        with lock:
+            events.append(("sync", size))
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    try:
+        for i in range(20):
+            log.append(encode(i + 1, [f"SELECT {i}"]), sync=i % 3 != 2 and i % 2 == 0)
+        log.settle()
+        assert not log.unsynced
+    finally:
+        log.close(remove=False)
+    written = synced = 0  # the end of the last record written, of the last sync
+    for kind, end in events:
+        if kind == "write":  # the record before it was synced first
+            assert written == 0 or synced >= written, events
+            written = end
+        else:
+            synced = max(synced, end)
+    assert synced >= written > 0
