@@ -197,3 +197,25 @@ def test_to_openai_never_drops_content() -> None:
         to_openai([Msg(role="tool", content=(TextBlock("orphan"),))])
     with pytest.raises(MessageError, match="malformed"):
         from_openai({"role": "assistant", "tool_calls": [{"id": "x", "function": "f"}]})
+
+
+def test_new_ids_are_unique_uuid4_hex_also_in_a_forked_child() -> None:
+    import os
+    import uuid
+
+    from actormem.messages import new_id
+
+    ids = [new_id() for _ in range(10_000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and uuid.UUID(i).version == 4 for i in ids[:100])
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child's next ids must not repeat the parent's
+        os.write(write, " ".join(new_id() for _ in range(100)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as fh:
+        child = fh.read().split()
+    parent = [new_id() for _ in range(100)]
+    assert len(child) == 100 and not set(child) & set(parent)

@@ -199,3 +199,45 @@ def test_nothing_is_appended_after_an_unsynced_record(
         else:
             synced = max(synced, end)
     assert synced >= written > 0
+
+
+def test_two_compactions_of_the_same_entries_at_once_let_exactly_one_through(
+    tmp_path: Path,
+) -> None:
+    """The entries are checked before the writer lock: a compaction that came
+    between the check and the write is seen, and the second one refused."""
+    from actormem.store import InvalidMemoryError
+
+    store = _open(tmp_path / "race.duckdb")
+    try:
+        for round_ in range(15):
+            recs = store.journal_write(
+                NS, [("THOUGHT", f"r{round_} e{i}", {}, 1.7e9 + i) for i in range(3)]
+            )
+            ids = [r.id for r in recs]
+            gate = threading.Barrier(2)
+            outcome: list[str] = []
+
+            def compact(
+                name: str,
+                ids: list[str] = ids,
+                gate: threading.Barrier = gate,
+                outcome: list[str] = outcome,
+            ) -> None:
+                gate.wait()
+                try:
+                    store.log_compact(NS, ids, summary_id=name, summary=name)
+                    outcome.append("ok")
+                except InvalidMemoryError:
+                    outcome.append("refused")
+
+            threads = [threading.Thread(target=compact, args=(n,)) for n in ("a", "b")]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert sorted(outcome) == ["ok", "refused"], round_
+        assert len(store.log_compactions(NS)) == 15
+        assert store.log_entries(NS) == []
+    finally:
+        store.close()
