@@ -92,6 +92,7 @@ from actormem.store._duckdb_journal import DuckDBJournal
 from actormem.store._duckdb_logged import DuckDBLogged
 from actormem.store._duckdb_open import DuckDBOpening
 from actormem.store._duckdb_queries import DuckDBQueries, _scope_sql
+from actormem.store._duckdb_rows import import_arrow_scan
 from actormem.store._duckdb_sql import lit
 from actormem.store._duckdb_write import DuckDBWrites
 from actormem.store._files import rich_progress
@@ -400,6 +401,8 @@ class DuckDBStore(
             if isinstance(exc, duckdb.Error):  # a damaged file: name it, not a raw duckdb error
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
+        if self._acklog is not None:  # its applier's first batched insert scans Arrow
+            import_arrow_scan()
         self._start_flusher(touch_flush_interval, f"actormem-store-flush:{Path(self.path).name}")
         self._start_applier()
         self._warmer: threading.Thread | None = None

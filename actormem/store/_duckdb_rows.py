@@ -38,6 +38,7 @@ __all__ = [
     "history_sql",
     "history_table",
     "history_values",
+    "import_arrow_scan",
     "insert_sql",
     "insert_table",
     "insert_values",
@@ -230,6 +231,20 @@ SMALL_BATCH = 32
 
 def _ts_lit(value: float | None) -> str:
     return "NULL" if value is None else f"make_timestamp({us(value)})"
+
+
+def import_arrow_scan() -> None:
+    """Import the pyarrow modules DuckDB's first scan of an Arrow table imports.
+
+    ``pyarrow.compute`` (for :func:`ts_array`) and ``pyarrow.dataset`` (DuckDB's
+    ``register``) take 30-300 ms to import here, with the GIL held throughout,
+    and the first batched insert imported them on the store's applier thread in
+    the middle of the application's work (an asyncio loop beside it stalled
+    for as long).  The store imports them while it opens instead (in the worker
+    thread of ``MemoryRuntime.aopen``), once per process.
+    """
+    import pyarrow.compute
+    import pyarrow.dataset  # noqa: F401
 
 
 #: The head of a literal insert of memories; :func:`insert_values` gives its rows.
