@@ -137,7 +137,8 @@ def test_hostile_strings_through_the_runtime_and_sessions(tmp_path: Path, text: 
         rt.save_session("s")
     with MemoryRuntime(session_dir=tmp_path) as rt2:
         assert rt2.load_session("s")
-        assert rt2.messages()[0].text == text
+        # the door replaces a NUL (PostgreSQL cannot store one) with U+FFFD (a7bb615)
+        assert rt2.messages()[0].text == text.replace("\x00", "\ufffd")
 
 
 def test_unserialisable_metadata_is_refused_up_front(tmp_path: Path) -> None:

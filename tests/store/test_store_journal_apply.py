@@ -182,8 +182,23 @@ def test_nothing_is_appended_after_an_unsynced_record(
         with lock:
             events.append(("sync", size))
 
+    real_pwritev = getattr(os, "pwritev", None)
+
+    def pwritev(fd: int, buffers: list[bytes], at: int, flags: int = 0) -> int:
+        size = sum(len(b) for b in buffers)
+        with lock:
+            events.append(("write", at + size))
+        assert real_pwritev is not None
+        written: int = real_pwritev(fd, buffers, at, flags)
+        if flags:  # RWF_DSYNC: written and synced in one call
+            with lock:
+                events.append(("sync", os.fstat(fd).st_size))
+        return written
+
     monkeypatch.setattr(os, "pwrite", pwrite)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
+    if real_pwritev is not None:
+        monkeypatch.setattr(os, "pwritev", pwritev)
     try:
         for i in range(20):
             log.append(encode(i + 1, [f"SELECT {i}"]), sync=i % 3 != 2 and i % 2 == 0)
