@@ -559,6 +559,7 @@ class AckLog:
                 os.pwrite(self._fd, _base_field(base), _LINE_LEN)
             except OSError as exc:  # the old records stay readable: skipped by number
                 log.warning("store.acklog_cut_failed", path=self.path, error=str(exc))
+        self._bg.clear()  # every record, a failed sync's too, is in DuckDB now
         self.size = 0
 
     def close(self, *, remove: bool) -> None:

@@ -17,14 +17,23 @@ thread, or syncs itself when the thread has not started yet; the turn's end
 is then synced as before.  The store writes its commit record
 (:mod:`actormem.store._commits`) only for synced records, so the record
 never runs ahead of what is on disk.  A failed background sync is raised to
-the next writer (and logged); what the unsynced record held may then be lost
-at a power cut, as for any write whose sync failed.
+every later writer (and logged) until the applier has moved every pending
+record into DuckDB and cut the log (:meth:`BackgroundSync.clear`): retrying
+``fdatasync`` after an error proves nothing on Linux, and a record appended
+after one that never reached the disk would make the log read as damaged
+after a power cut.  So, from a failed background sync until that cut, every
+write to the log is refused ("not stored"); nothing acknowledged is lost.
+
+A forked child gets the state of the parent's object but not its thread:
+:func:`_after_fork` resets every instance in the child so that nothing waits
+for a thread that does not exist there.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import structlog
 
@@ -33,6 +42,17 @@ from actormem.store._types import StoreError
 __all__ = ["BackgroundSync"]
 
 log = structlog.get_logger(__name__)
+
+
+_INSTANCES: weakref.WeakSet[BackgroundSync] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for sync in list(_INSTANCES):
+        sync._reset_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class BackgroundSync:
@@ -47,12 +67,23 @@ class BackgroundSync:
         self._error: OSError | None = None
         self._stop = False
         self._thread: threading.Thread | None = None
+        _INSTANCES.add(self)
 
     @property
     def unsynced(self) -> bool:
-        """Whether an append is not synced yet."""
+        """Whether an append is not synced yet (or its sync failed)."""
         with self._cond:
-            return self._pending or self._busy
+            return self._pending or self._busy or self._error is not None
+
+    def clear(self) -> None:
+        """Forget a failed sync: every record it concerned is now in DuckDB (the log was cut)."""
+        with self._cond:
+            self._error = None
+
+    def _reset_in_child(self) -> None:
+        self._cond = threading.Condition()
+        self._pending = self._busy = self._stop = False
+        self._thread = None
 
     def request(self, fd: int) -> None:
         """Have ``fd`` synced in the background (an append to it returned unsynced)."""
@@ -84,7 +115,7 @@ class BackgroundSync:
         if fd is not None:
             self._sync(fd)
         with self._cond:
-            error, self._error = self._error, None
+            error = self._error  # kept until the log is cut: see the module
         if error is not None:
             raise StoreError(
                 f"syncing {self.path} failed ({error}): a write acknowledged before its sync "

@@ -413,6 +413,7 @@ class DuckDBStore(
                 daemon=True,
             )
             self._warmer.start()
+        self._owner_pid = os.getpid()
         _OPEN_STORES.add(self)
         log.info("store.opened", path=self.path, memories=len(self._index), dim=self._dim)
 
@@ -548,6 +549,13 @@ class DuckDBStore(
         if self._closed:
             return
         _OPEN_STORES.discard(self)
+        if os.getpid() != getattr(self, "_owner_pid", os.getpid()):
+            # A forked child (its exit closes what is open): the files, the log
+            # and the threads are the parent's; closing them here truncated the
+            # parent's log under its pending records.  Only forget the store.
+            self._closed = True
+            log.warning("store.close_in_forked_child", path=self.path, owner=self._owner_pid)
+            return
         self._stop_flusher()
         self._stop_applier()
         self._join_warmer()

@@ -251,6 +251,9 @@ class DuckDBJournal:
         ids = check_compaction(
             entry_ids, summary_id, summary, summarizer, bytes_before, bytes_after
         )
+        # plain str from here (a StrEnum summarizer took another write path)
+        summary_id, summary, summarizer = str(summary_id), str(summary), str(summarizer)
+        bytes_before, bytes_after = int(bytes_before), int(bytes_after)
         cid = os.urandom(16).hex()
         now = self._clock()
 

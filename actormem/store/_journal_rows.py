@@ -120,7 +120,7 @@ def check_compaction(
         raise InvalidMemoryError(
             f"entry_ids must be a list of entry ids, got {type(entry_ids).__name__}"
         )
-    ids = list(dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids))))
+    ids = [str(i) for i in dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids)))]
     for i in ids:
         check_text(i, "entry_ids", max_chars=256)
     if not ids:

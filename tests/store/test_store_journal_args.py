@@ -63,3 +63,17 @@ def test_log_entries_filters_and_limit_mean_the_same_everywhere(store: Any, ns: 
     assert [e.metadata["i"] for e in store.log_entries(ns, compacted=None)] == list(range(6))
     with pytest.raises(InvalidMemoryError):
         store.log_entries(ns, limit=-1)
+
+
+def test_a_str_subclass_is_stored_as_plain_text(store: Any, ns: Namespace) -> None:
+    """A StrEnum summarizer took another write path on DuckDB (no literal for a str
+    subclass), which skipped the compaction's re-check under the writer lock."""
+    import enum
+
+    class Who(enum.StrEnum):
+        MODEL = "model-summarizer"
+
+    entry = store.log_append(ns, "note", "to be compacted")
+    store.log_compact(ns, [entry.id], summary_id=Who.MODEL, summary=Who.MODEL, summarizer=Who.MODEL)
+    (done,) = store.log_compactions(ns)
+    assert type(done.summarizer) is str and done.summarizer == "model-summarizer"
