@@ -1,4 +1,5 @@
-"""The file formats of the journal: NOW.md, LOG.md, daily journal lines, MEMORY.md, DREAMS.md.
+"""The file formats of the journal: NOW.md, LOG.md, daily journal lines, MEMORY.md, DREAMS.md,
+and the model's ``<working_memory>`` block (:func:`render_context`).
 
 Every file is Markdown a person can read and (for NOW.md and MEMORY.md)
 edit.  Renderers are pure functions; parsers are lenient (a hand-edited file
@@ -25,6 +26,7 @@ __all__ = [
     "parse_journal_ids",
     "parse_memory_md",
     "parse_now",
+    "render_context",
     "render_journal_header",
     "render_journal_line",
     "render_log",
@@ -294,3 +296,55 @@ def parse_memory_md(text: str) -> list[MemoryItem]:
                 MemoryItem(text=content, kind=kind, memory_id=idm.group(1) if idm else None)
             )
     return items
+
+
+def render_context(
+    now: NowStatus,
+    live: Sequence[LogRecord],
+    total: int,
+    budget: int,
+    count: Callable[[str], int],
+) -> str:
+    """The ``<working_memory>`` block: NOW and as many of the latest ``live`` entries as fit.
+
+    Args:
+        now: The working status.
+        live: The latest live entries, oldest first.
+        total: How many live entries there are in all.
+        budget: The block's size in tokens, as ``count`` measures them.
+        count: The token counter.
+    """
+    head = ["<working_memory>"]
+    if now.objective:
+        head.append(f"NOW ({now.state}, updated {stamp(now.updated_at)}; from NOW.md):")
+        head.append(f"Objective: {clip(now.objective, 600)}")
+        if now.next_steps:
+            head.append("Next steps:")
+            head += [f"{i}. {clip(s, 300)}" for i, s in enumerate(now.next_steps, 1)]
+        if now.note:
+            head.append(f"Note: {clip(now.note, 300)}")
+    tail = ["</working_memory>"]
+    while count("\n".join(head + tail)) > budget and len(head) > 2:
+        head.pop()  # drop trailing steps until NOW fits
+
+    def render(lines: list[str]) -> str:
+        if not lines:
+            return "\n".join(head + tail)
+        note = f"Recent activity (LOG.md, last {len(lines)} of {total} entries):"
+        return "\n".join([*head, note, *lines, *tail])
+
+    # The estimate adds up over lines joined by newlines (give or take a
+    # rounding), so lines are picked by their own cached counts and the
+    # block is counted once; if rounding tipped it over, lines are dropped.
+    note = count(render(["-"])) - count("\n".join(head + tail)) - count("-")
+    used = count("\n".join(head + tail)) + note
+    lines: list[str] = []
+    for e in reversed(live):
+        line = f"- {stamp(e.ts, '%H:%M:%S')} {e.entry_type}: {clip(e.content, 200)}"
+        used += count(line) + 1
+        if used > budget:
+            break
+        lines.insert(0, line)
+    while lines and count(render(lines)) > budget:
+        lines.pop(0)
+    return render(lines)

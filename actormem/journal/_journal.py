@@ -46,7 +46,7 @@ import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 import msgspec
 import structlog
@@ -76,10 +76,12 @@ from actormem.journal._format import (
     clip,
     parse_memory_md,
     parse_now,
+    render_context,
     render_now,
     stamp,
 )
 from actormem.journal._paths import check_inside, day_name, namespace_folder
+from actormem.journal._store_protocol import JournalStore
 from actormem.journal._views import ViewWriter
 from actormem.models.base import ChatModel
 from actormem.state import StateError, StateModule
@@ -117,48 +119,6 @@ _NOW_VERSIONS: Final = f"hashes:{NOW_FILE}"
 #: Versions of NOW.md that may be acknowledged ahead of the file; past this a
 #: NOW update waits for the view writer (the hash list stays short).
 _MAX_NOW_VERSIONS: Final = 32
-
-
-@runtime_checkable
-class JournalStore(MemoryStore, Protocol):
-    """A :class:`~actormem.store.MemoryStore` that also keeps the journal's tables."""
-
-    def log_append(
-        self,
-        namespace: Namespace,
-        entry_type: str,
-        content: str,
-        *,
-        metadata: dict[str, Any] | None = None,
-        ts: float | None = None,
-    ) -> LogRecord: ...
-
-    def log_entries(
-        self,
-        namespace: Namespace,
-        *,
-        compacted: bool | None = False,
-        after_seq: int = 0,
-        limit: int | None = None,
-    ) -> list[LogRecord]: ...
-
-    def log_compact(
-        self,
-        namespace: Namespace,
-        entry_ids: Sequence[str],
-        *,
-        summary_id: str,
-        summary: str,
-        summarizer: str = "",
-        bytes_before: int = 0,
-        bytes_after: int = 0,
-    ) -> LogCompaction: ...
-
-    def log_compactions(self, namespace: Namespace) -> list[LogCompaction]: ...
-
-    def journal_state(self, namespace: Namespace) -> dict[str, str]: ...
-
-    def set_journal_state(self, namespace: Namespace, values: dict[str, str]) -> None: ...
 
 
 def _stat(path: Path) -> Signature | None:
@@ -735,41 +695,7 @@ class Journal(DailyJournal, StateModule):
             total = len(self._live)
         if not now.objective and not live:
             return ""
-        count = self._counter.count
-        head = ["<working_memory>"]
-        if now.objective:
-            head.append(f"NOW ({now.state}, updated {stamp(now.updated_at)}; from NOW.md):")
-            head.append(f"Objective: {clip(now.objective, 600)}")
-            if now.next_steps:
-                head.append("Next steps:")
-                head += [f"{i}. {clip(s, 300)}" for i, s in enumerate(now.next_steps, 1)]
-            if now.note:
-                head.append(f"Note: {clip(now.note, 300)}")
-        tail = ["</working_memory>"]
-        while count("\n".join(head + tail)) > budget and len(head) > 2:
-            head.pop()  # drop trailing steps until NOW fits
-
-        def render(lines: list[str]) -> str:
-            if not lines:
-                return "\n".join(head + tail)
-            note = f"Recent activity (LOG.md, last {len(lines)} of {total} entries):"
-            return "\n".join([*head, note, *lines, *tail])
-
-        # The estimate adds up over lines joined by newlines (give or take a
-        # rounding), so lines are picked by their own cached counts and the
-        # block is counted once; if rounding tipped it over, lines are dropped.
-        note = count(render(["-"])) - count("\n".join(head + tail)) - count("-")
-        used = count("\n".join(head + tail)) + note
-        lines: list[str] = []
-        for e in reversed(live):
-            line = f"- {stamp(e.ts, '%H:%M:%S')} {e.entry_type}: {clip(e.content, 200)}"
-            used += count(line) + 1
-            if used > budget:
-                break
-            lines.insert(0, line)
-        while lines and count(render(lines)) > budget:
-            lines.pop(0)
-        return render(lines)
+        return render_context(now, live, total, budget, self._counter.count)
 
     # -- deep dream and MEMORY.md -------------------------------------------------------------
 
