@@ -11,7 +11,7 @@ is backend-independent and separate from search and single writes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -20,6 +20,7 @@ import pyarrow as pa
 import structlog
 
 from actormem.store import _files
+from actormem.store._base_hooks import BackendHooks
 from actormem.store._files import check_path, iter_rows, records_from_rows, write_export
 from actormem.store._kinds import merge_kind
 from actormem.store._planning import Planner
@@ -40,14 +41,12 @@ log = structlog.get_logger("actormem.store._base")
 T = TypeVar("T")
 
 
-class Transfer:
+class Transfer(BackendHooks):
     """Export to Parquet/JSONL and import from it."""
 
     _dim: int
 
     if TYPE_CHECKING:
-
-        def _check_open(self) -> None: ...
 
         def flush(self) -> None: ...
 
@@ -56,14 +55,6 @@ class Transfer:
         def _export_source(
             self, namespace: Namespace
         ) -> tuple[int, Iterable[pa.RecordBatch], pa.Schema]: ...
-
-        def _write(
-            self,
-            what: str,
-            plan: Callable[[Planner, float, Batch], T],
-            *,
-            lock: Namespace | None = None,
-        ) -> T: ...
 
     def export(
         self,

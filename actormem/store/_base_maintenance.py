@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from actormem.store._base_hooks import BackendHooks
 from actormem.store._limits import MAINTENANCE_ARGS, Span
 from actormem.store._planning import (
     Planner,
@@ -33,22 +34,10 @@ __all__ = ["Maintenance", "check_args"]
 T = TypeVar("T")
 
 
-class Maintenance:
+class Maintenance(BackendHooks):
     """Decay, forgetting, caps and merges, planned here and written by the backend."""
 
     _weights: RelevanceWeights
-
-    if TYPE_CHECKING:
-
-        def _check_open(self) -> None: ...
-
-        def _write(
-            self,
-            what: str,
-            plan: Callable[[Planner, float, Batch], T],
-            *,
-            lock: Namespace | None = None,
-        ) -> T: ...
 
     def decay(
         self, namespace: Namespace, *, rate: float = 0.95, threshold: float = 0.10

@@ -109,8 +109,13 @@ def check_compaction(
     summarizer: object,
     bytes_before: object,
     bytes_after: object,
-) -> list[str]:
-    """Check ``log_compact``'s arguments; return the entry ids, first occurrence kept.
+) -> tuple[list[str], str, str, str, int, int]:
+    """Check ``log_compact``'s arguments; return them as plain values.
+
+    Returns:
+        ``(entry_ids, summary_id, summary, summarizer, bytes_before,
+        bytes_after)``: the ids with the first occurrence kept, texts as plain
+        ``str`` (a ``StrEnum`` took another write path on DuckDB), counts as ``int``.
 
     Every value is checked before the compaction is written or acknowledged:
     on DuckDB a ``summary`` of ``None`` used to be acknowledged and then
@@ -120,16 +125,20 @@ def check_compaction(
         raise InvalidMemoryError(
             f"entry_ids must be a list of entry ids, got {type(entry_ids).__name__}"
         )
-    ids = [str(i) for i in dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids)))]
-    for i in ids:
+    ids = [
         check_text(i, "entry_ids", max_chars=256)
+        for i in dict.fromkeys(check_str_tuple("entry_ids", tuple(entry_ids)))
+    ]
     if not ids:
         raise InvalidMemoryError("entry_ids: log_compact needs at least one entry id")
-    check_text(summary_id, "summary_id", max_chars=256)
-    if not summary_id:
+    sid = check_text(summary_id, "summary_id", max_chars=256)
+    if not sid:
         raise InvalidMemoryError("summary_id must not be empty")
-    check_text(summary, "summary", max_chars=1_000_000)
-    check_text(summarizer, "summarizer", max_chars=256)
-    COUNT.check(bytes_before, "bytes_before", error=InvalidMemoryError)
-    COUNT.check(bytes_after, "bytes_after", error=InvalidMemoryError)
-    return ids
+    return (
+        ids,
+        sid,
+        check_text(summary, "summary", max_chars=1_000_000),
+        check_text(summarizer, "summarizer", max_chars=256),
+        int(COUNT.check(bytes_before, "bytes_before", error=InvalidMemoryError) or 0),
+        int(COUNT.check(bytes_after, "bytes_after", error=InvalidMemoryError) or 0),
+    )

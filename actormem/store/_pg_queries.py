@@ -341,12 +341,9 @@ class PgQueries:
                 live entry of ``namespace``.
         """
         where, params = exact_sql(namespace)
-        ids = check_compaction(
+        ids, summary_id, summary, summarizer, bytes_before, bytes_after = check_compaction(
             entry_ids, summary_id, summary, summarizer, bytes_before, bytes_after
         )
-        # plain str from here (a StrEnum summarizer took another write path)
-        summary_id, summary, summarizer = str(summary_id), str(summary), str(summarizer)
-        bytes_before, bytes_after = int(bytes_before), int(bytes_after)
         cid = os.urandom(16).hex()
         now = self._clock()
 

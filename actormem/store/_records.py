@@ -370,11 +370,9 @@ def check_text(value: object, name: str, *, max_chars: int = 10_000) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidMemoryError(f"{name} is not valid Unicode text (a lone surrogate?)") from None
-    return value
+    return str.__str__(value)  # plain str: a subclass (StrEnum) has no SQL literal
 
 
 def check_memory_id(value: object, name: str = "memory_id") -> str:
     """A memory's id as given to ``get``/``update``/``delete``/``history``."""
-    if not isinstance(value, str):
-        raise InvalidMemoryError(f"{name} must be a str, got {type(value).__name__}")
     return check_text(value, name, max_chars=256)
