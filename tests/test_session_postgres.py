@@ -46,6 +46,13 @@ class Counter(StateModule):
         self.register_state("notes")
 
 
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 @pytest.fixture(params=["json", "postgres"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStorage]:
     """Each storage, for the tests of the contract they share."""
@@ -121,6 +128,41 @@ def test_unencodable_state_is_refused_and_the_old_session_kept(storage: SessionS
         storage.save("s", {"c": bad})
     c = Counter()
     assert storage.load("s", {"c": c}) and c.value == 1
+
+
+@pytest.mark.parametrize(
+    ("notes", "names"),
+    [
+        ([1.0, float("nan")], r"state value c\.notes\[1\] is not a finite number"),
+        ([{"deep": {"x": float("-inf")}}], r"c\.notes\[0\]\.deep\.x is not a finite number"),
+        (["ok", "\ud800"], "not valid Unicode"),
+        ([_nested(3000)], "nested too deeply"),
+    ],
+    ids=["nan", "infinity", "lone-surrogate", "too-deep"],
+)
+def test_a_state_json_would_change_is_refused_naming_it(
+    storage: SessionStorage, notes: list[Any], names: str
+) -> None:
+    """NaN and infinity would come back as null, a lone surrogate and a state
+    nested past the encoder's depth cannot be written: each is a SessionError
+    naming the problem (not a raw UnicodeEncodeError / RecursionError, not a
+    silent null), the same on both backends, and the old session stays."""
+    storage.save("s", {"c": Counter(1, ["kept"])})
+    with pytest.raises(SessionError, match=names):
+        storage.save("s", {"c": Counter(2, notes)})
+    c = Counter()
+    assert storage.load("s", {"c": c}) and (c.value, c.notes) == (1, ["kept"])
+
+
+def test_a_state_with_null_but_finite_numbers_saves_and_loads_equal(
+    storage: SessionStorage,
+) -> None:
+    """The NaN check runs when the document holds a null; a null beside finite
+    floats is saved as before."""
+    notes: list[Any] = [None, 0.5, -0.0, 1e308, {"k": None}]
+    storage.save("s", {"c": Counter(3, notes)})
+    c = Counter()
+    assert storage.load("s", {"c": c}) and c.notes == notes
 
 
 def test_a_rejected_component_leaves_every_component_as_it_was(storage: SessionStorage) -> None:

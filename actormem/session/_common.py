@@ -19,6 +19,7 @@ so a document refused by one is refused by the other with the same words.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -238,11 +239,47 @@ def encode_document(session_id: str, states: Mapping[str, Any]) -> bytes:
         components=dict(states),
     )
     try:
-        return _ENCODER.encode(doc)
+        data = _ENCODER.encode(doc)
     except (TypeError, msgspec.EncodeError) as exc:
         raise SessionError(
             f"session {session_id!r}: state is not JSON-serialisable: {exc}"
         ) from None
+    except UnicodeEncodeError as exc:
+        raise SessionError(
+            f"session {session_id!r}: state holds a string that is not valid Unicode "
+            f"(a lone surrogate, {exc.object[exc.start : exc.end]!r}); JSON cannot store it"
+        ) from None
+    except RecursionError:
+        raise SessionError(
+            f"session {session_id!r}: state is nested too deeply to encode as JSON"
+        ) from None
+    # msgspec writes a NaN or an infinity as ``null``: the load would restore
+    # None where the component saved a number.  ``null`` is rare in states
+    # (messages omit their defaults), so the walk runs only when one is there.
+    if b"null" in data:
+        where = _non_finite(msgspec.to_builtins(states), "")
+        if where is not None:
+            raise SessionError(
+                f"session {session_id!r}: state value {where} is not a finite number "
+                "(NaN or infinity); JSON cannot store it and the load would restore null"
+            )
+    return data
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The path of the first NaN/infinity inside builtins ``value``, if any."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):
+                return where or "(the state itself)"
+        elif kind is dict:
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
+        elif kind is list:
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
 
 
 def decode_document(data: bytes, where: str, decoder: msgspec.json.Decoder[Any]) -> Any:
