@@ -256,3 +256,51 @@ def test_two_compactions_of_the_same_entries_at_once_let_exactly_one_through(
         assert store.log_entries(NS) == []
     finally:
         store.close()
+
+
+def test_a_compaction_between_the_check_and_the_write_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race as above, with its window held open: compaction A has
+    read its entries as uncompacted (outside the writer lock) and waits until
+    compaction B of the same entries has committed; A must then be refused,
+    not write a second compaction of entries B already took."""
+    import actormem.store._duckdb_journal as dj
+    from actormem.store import InvalidMemoryError
+
+    store = _open(tmp_path / "window.duckdb")
+    try:
+        recs = store.journal_write(NS, [("THOUGHT", f"e{i}", {}, 1.7e9) for i in range(3)])
+        ids = [r.id for r in recs]
+        a_has_read, b_done = threading.Event(), threading.Event()
+        real_one = dj._one
+
+        def held_open(cur: Any, sql: str) -> Any:
+            row = real_one(cur, sql)
+            if threading.current_thread().name == "A" and not a_has_read.is_set():
+                a_has_read.set()
+                assert b_done.wait(60), "compaction B never finished"
+            return row
+
+        monkeypatch.setattr(dj, "_one", held_open)
+        outcome: dict[str, str] = {}
+
+        def compact(name: str) -> None:
+            try:
+                store.log_compact(NS, ids, summary_id=name, summary=name)
+                outcome[name] = "ok"
+            except InvalidMemoryError as exc:
+                outcome[name] = f"refused: {exc}"
+
+        a = threading.Thread(target=compact, args=("A",), name="A")
+        a.start()
+        assert a_has_read.wait(60)
+        compact("B")  # on this thread, while A sits between its check and its write
+        assert store.log_entries(NS) == []  # a read applies B's logged write: only the
+        b_done.set()  # re-check under the writer lock can tell A now, not a pending record
+        a.join(60)
+        assert outcome["B"] == "ok"
+        assert outcome["A"].startswith("refused"), outcome
+        assert [c.summary_id for c in store.log_compactions(NS)] == ["B"]
+    finally:
+        store.close()
