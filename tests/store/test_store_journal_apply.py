@@ -273,7 +273,7 @@ def test_a_compaction_between_the_check_and_the_write_is_seen(
         recs = store.journal_write(NS, [("THOUGHT", f"e{i}", {}, 1.7e9) for i in range(3)])
         ids = [r.id for r in recs]
         a_has_read, b_done = threading.Event(), threading.Event()
-        real_one = dj._one
+        real_one = vars(dj)["_one"]
 
         def held_open(cur: Any, sql: str) -> Any:
             row = real_one(cur, sql)
