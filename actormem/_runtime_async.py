@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any, Self
 
 from actormem._runtime_args import delete_args
 from actormem.events import ClearMessages, DeleteMessages, GetMessages, GetSize
-from actormem.messages import Msg
+from actormem.messages import MessageError, Msg
 
 if TYPE_CHECKING:
     from actormem.actors._supervisor import Supervisor
     from actormem.actors.recorder import RecordingTracker
+    from actormem.compress import CompressionOutcome
+    from actormem.journal import DreamReport, NowStatus
     from actormem.recorder import RecorderConfig
-    from actormem.store import SearchHit
+    from actormem.store import LogRecord, SearchHit
 
 __all__ = ["AsyncTwins"]
 
@@ -47,6 +49,33 @@ class AsyncTwins:
         def get_fact(self, key: str) -> str | None: ...
         def on_session_end(self, timeout: float | None = 120) -> dict[str, Any]: ...
         def on_idle(self, timeout: float | None = 120) -> dict[str, Any]: ...
+        def on_turn_end(self) -> None: ...
+        def snapshot(self) -> tuple[int, list[Msg]]: ...
+        def compress_now(self, timeout: float | None = 120.0) -> CompressionOutcome | None: ...
+        def reload(self, offload_id: str) -> list[Msg]: ...
+        def history(self) -> list[Msg]: ...
+        def context_reload(self, offload_id: str) -> str: ...
+        def close(self, timeout: float | None = 120) -> None: ...
+        def update_now(
+            self,
+            objective: str,
+            next_steps: Sequence[str] = (),
+            *,
+            state: str = "in_flight",
+            note: str = "",
+            also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
+            sync: bool = True,
+        ) -> NowStatus: ...
+        def sync_journal(self) -> None: ...
+        def now(self) -> NowStatus: ...
+        def log(self, entry_type: str, content: str, **metadata: Any) -> LogRecord: ...
+        def log_many(
+            self, entries: Sequence[tuple[str, str, dict[str, Any]]]
+        ) -> list[LogRecord]: ...
+        def working_memory(self, max_tokens: int | None = None) -> str: ...
+        def dream(
+            self, lookback_days: int | None = None, *, force: bool = False
+        ) -> DreamReport: ...
 
     @classmethod
     async def aopen(cls, *args: Any, **kwargs: Any) -> Self:
@@ -63,6 +92,17 @@ class AsyncTwins:
     async def aadd(self, msg: Msg | Sequence[Msg]) -> None:
         """Async :meth:`add` (enqueueing never blocks)."""
         self.add(msg)
+
+    async def aadd_many(self, msgs: Sequence[Msg]) -> None:
+        """Async :meth:`add_many` (enqueueing never blocks)."""
+        if isinstance(msgs, Msg):
+            raise MessageError("add_many() takes a list of Msg; use add() for one message")
+        self.add(msgs)
+
+    async def asnapshot(self) -> tuple[int, list[Msg]]:
+        """Async :meth:`snapshot`."""
+        version, msgs = await asyncio.wrap_future(self._stm.request(GetMessages()))
+        return int(version), list(msgs)
 
     async def amessages(self) -> list[Msg]:
         """Async :meth:`messages`."""
@@ -133,3 +173,74 @@ class AsyncTwins:
     async def aon_idle(self, timeout: float | None = 120) -> dict[str, Any]:
         """Async :meth:`on_idle`."""
         return await asyncio.to_thread(self.on_idle, timeout)
+
+    async def aon_turn_end(self) -> None:
+        """Async :meth:`on_turn_end` (clears in-memory state: never blocks)."""
+        self.on_turn_end()
+
+    async def aclose(self, timeout: float | None = 120) -> None:
+        """Async :meth:`close` (the recorder's last commit runs in a worker thread)."""
+        await asyncio.to_thread(self.close, timeout)
+
+    # -- compression ------------------------------------------------------------------
+
+    async def acompress_now(self, timeout: float | None = 120.0) -> CompressionOutcome | None:
+        """Async :meth:`compress_now` (the pass, and a model's summary, in a worker thread)."""
+        return await asyncio.to_thread(self.compress_now, timeout)
+
+    async def areload(self, offload_id: str) -> list[Msg]:
+        """Async :meth:`reload`."""
+        return await asyncio.to_thread(self.reload, offload_id)
+
+    async def ahistory(self) -> list[Msg]:
+        """Async :meth:`history`."""
+        return await asyncio.to_thread(self.history)
+
+    async def acontext_reload(self, offload_id: str) -> str:
+        """Async :meth:`context_reload`."""
+        return await asyncio.to_thread(self.context_reload, offload_id)
+
+    # -- journal: each writes to the store and syncs, so in a worker thread -----------
+
+    async def aupdate_now(
+        self,
+        objective: str,
+        next_steps: Sequence[str] = (),
+        *,
+        state: str = "in_flight",
+        note: str = "",
+        also_log: Sequence[tuple[str, str, dict[str, Any]]] = (),
+        sync: bool = True,
+    ) -> NowStatus:
+        """Async :meth:`update_now`."""
+        return await asyncio.to_thread(
+            lambda: self.update_now(
+                objective, next_steps, state=state, note=note, also_log=also_log, sync=sync
+            )
+        )
+
+    async def async_journal(self) -> None:
+        """Async :meth:`sync_journal`."""
+        await asyncio.to_thread(self.sync_journal)
+
+    async def anow(self) -> NowStatus:
+        """Async :meth:`now` (reads NOW.md for a hand edit)."""
+        return await asyncio.to_thread(self.now)
+
+    async def alog(self, entry_type: str, content: str, **metadata: Any) -> LogRecord:
+        """Async :meth:`log`."""
+        return await asyncio.to_thread(lambda: self.log(entry_type, content, **metadata))
+
+    async def alog_many(
+        self, entries: Sequence[tuple[str, str, dict[str, Any]]]
+    ) -> list[LogRecord]:
+        """Async :meth:`log_many`."""
+        return await asyncio.to_thread(self.log_many, entries)
+
+    async def aworking_memory(self, max_tokens: int | None = None) -> str:
+        """Async :meth:`working_memory`."""
+        return await asyncio.to_thread(self.working_memory, max_tokens)
+
+    async def adream(self, lookback_days: int | None = None, *, force: bool = False) -> DreamReport:
+        """Async :meth:`dream` (consolidation and the files, in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.dream(lookback_days, force=force))

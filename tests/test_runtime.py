@@ -465,3 +465,81 @@ def test_a_raising_stream_filter_never_reaches_the_actor(runtime: MemoryRuntime)
         runtime.add(Msg.user(str(i)))
     assert runtime.size() == 5 and runtime.restart_count == 0
     wait_for(lambda: len(got) == 5)
+
+
+#: Public calls that need no asyncio twin: they neither wait on an actor, a
+#: thread, a file nor the store (reading an attribute, registering a callback,
+#: building an Observable or a list of tool definitions), or start a server
+#: whose own thread does the work.
+_NO_TWIN = {
+    "aopen": "is itself the asyncio way to build a runtime",
+    "load_state_dict": "StateModule protocol, called by load_session (which has a twin)",
+    "load_state_json": "StateModule protocol",
+    "register_state": "StateModule protocol",
+    "state_dict": "StateModule protocol, called by save_session (which has a twin)",
+    "recording_stats": "reads the tracker's counters",
+    "stream": "builds an Observable",
+    "subscribe": "registers a callback",
+    "tools": "a list of tool definitions",
+    "serve_ui": "starts a server on its own thread",
+}
+
+
+def test_every_blocking_public_call_has_an_asyncio_twin() -> None:
+    """The README promises an ``a``-prefixed twin for the calls an asyncio
+    caller makes; a new public call that can wait must bring its twin (or a
+    reason here)."""
+    import inspect
+
+    public = {
+        n for n, v in inspect.getmembers(MemoryRuntime) if not n.startswith("_") and callable(v)
+    }
+    twins = {n for n in public if n.startswith("a") and n[1:] in public}
+    missing = sorted(n for n in public - twins - set(_NO_TWIN) if f"a{n}" not in public)
+    assert missing == []
+    for name in twins:
+        assert inspect.iscoroutinefunction(getattr(MemoryRuntime, name)), name
+
+
+def test_the_compression_journal_and_lifecycle_twins_do_what_the_sync_calls_do(
+    tmp_path: Path,
+) -> None:
+    """The asyncio twins of compression, the journal, the turn hook and close
+    do what their synchronous calls do."""
+    from actormem.journal import JournalConfig
+    from tests.test_autocontext import CFG, conversation
+
+    async def main() -> None:
+        rt = await MemoryRuntime.aopen(
+            session_dir=tmp_path,
+            store=tmp_path / "m.duckdb",
+            journal=JournalConfig(memory_dir=tmp_path / "mem"),
+            autocontext=CFG,
+            model=None,
+        )
+        try:
+            added = conversation(50)
+            await rt.aadd_many(added)
+            await rt.acompress_now()  # None when a background pass got there first
+            assert await rt.acompress_now() is None  # the budget now holds
+            version, msgs = await rt.asnapshot()
+            assert (version, msgs) == rt.snapshot() and len(msgs) < len(added)
+            assert await rt.ahistory() == added
+            status = await rt.aupdate_now("ship the release", ["tag", "upload"])
+            assert status.objective == "ship the release"
+            assert (await rt.anow()).objective == "ship the release"
+            rec = await rt.alog("THOUGHT", "check the changelog first")
+            recs = await rt.alog_many([("TOOL_USE", "ran the tests", {})])
+            await rt.async_journal()
+            assert rt.journal is not None
+            assert [e.id for e in rt.journal.entries()][-2:] == [rec.id, recs[0].id]
+            assert "ship the release" in await rt.aworking_memory()
+            rt.fleeting["scratch"] = 1
+            await rt.aon_turn_end()
+            assert len(rt.fleeting) == 0
+        finally:
+            await rt.aclose()
+        with pytest.raises(Exception, match=r"stopped|closed"):
+            rt.messages()
+
+    asyncio.run(main())
