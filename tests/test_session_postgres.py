@@ -165,6 +165,32 @@ def test_a_state_with_null_but_finite_numbers_saves_and_loads_equal(
     assert storage.load("s", {"c": c}) and c.notes == notes
 
 
+def test_json_normalises_tuples_sets_keys_and_bytes_as_the_readme_says(
+    storage: SessionStorage,
+) -> None:
+    notes: list[Any] = [(1, 2), {"b", "a"}, {1: "one"}, b"\x00\xff"]
+    storage.save("s", {"c": Counter(1, notes)})
+    c = Counter()
+    assert storage.load("s", {"c": c})
+    assert c.notes[0] == [1, 2] and sorted(c.notes[1]) == ["a", "b"]
+    assert c.notes[2] == {"1": "one"} and c.notes[3] == "AP8="  # base64 of the bytes
+
+
+def test_a_manager_loads_a_session_saved_before_a_component_existed_only_when_told(
+    storage: SessionStorage,
+) -> None:
+    SessionManager.for_session("s").with_session(storage).add_component(Counter(5), "a").save()
+    a, b = Counter(), Counter(9)
+    manager = (
+        SessionManager.for_session("s").with_session(storage).add_component(a, "a")
+    ).add_component(b, "b")
+    with pytest.raises(SessionError, match=r"no state for component\(s\) \['b'\]"):
+        manager.load_if_exists()
+    assert (a.value, b.value) == (0, 9)  # strict: nothing restored
+    assert manager.load_if_exists(strict=False)
+    assert (a.value, b.value) == (5, 9)  # what the session has; b as it was
+
+
 def test_a_rejected_component_leaves_every_component_as_it_was(storage: SessionStorage) -> None:
     storage.save_state("s", {"a": {"value": 7, "notes": []}, "b": {"wrong": 1}})
     a, b = Counter(1, ["keep"]), Counter(2)

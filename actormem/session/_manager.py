@@ -105,10 +105,17 @@ class SessionManager:
         self.components[key] = component
         return self
 
-    def load_if_exists(self) -> bool:
-        """Restore every component if the session exists; return whether it did."""
+    def load_if_exists(self, *, strict: bool = True) -> bool:
+        """Restore every component if the session exists; return whether it did.
+
+        Args:
+            strict: a component the stored session has no state for is an
+                error (nothing is restored); False leaves such a component
+                as it is -- a session saved before the component was added
+                still loads -- and passes ``strict=False`` to each module.
+        """
         t0 = time.perf_counter()
-        found = self.session.load(self.session_id, self.components)
+        found = self.session.load(self.session_id, self.components, strict=strict)
         log.debug(
             "session.load_if_exists",
             session_id=self.session_id,
