@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from actormem.runtime import MemoryRuntime
 
@@ -71,9 +72,9 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
         )
         if args.session and agent.load_session():
             console.print(
-                f"[dim]resumed session {args.session!r} ({runtime.size()} messages)[/dim]"
+                Text(f"resumed session {args.session!r} ({runtime.size()} messages)", "dim")
             )
-        console.print("[dim]type /quit to leave, /save to save the session[/dim]")
+        console.print(Text("type /quit to leave, /save to save the session", "dim"))
         while True:
             try:
                 with _LOG_STREAM.held():  # log lines wait until the prompt is answered
@@ -84,16 +85,16 @@ def cmd_chat(args: argparse.Namespace, console: Console) -> int:
                 break
             if line.strip() == "/save":
                 if args.session:
-                    console.print(f"[dim]saved {agent.save_session()}[/dim]")
+                    console.print(Text(f"saved {agent.save_session()}", "dim"))
                 else:
-                    console.print("[dim]no --session given: nothing to save[/dim]")
+                    console.print(Text("no --session given: nothing to save", "dim"))
                 continue
             if not line.strip():
                 continue
             out = agent.reply(line)
-            console.print(f"[bold]{agent.name}>[/bold] {out.text}")
+            console.print(Text.assemble((f"{agent.name}>", "bold"), " ", out.text))
             if out.metadata.get("finish_reason") == "length":
-                console.print(f"[dim](the reply was cut at --max-tokens {args.max_tokens})[/dim]")
+                console.print(Text(f"(the reply was cut at --max-tokens {args.max_tokens})", "dim"))
         # Each model call of the recorder is bounded by --timeout; extraction and
         # reconciliation may each take two attempts.
         runtime.flush(args.timeout * 4)

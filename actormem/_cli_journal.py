@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 from rich.console import Console
+from rich.text import Text
 
 from actormem._cli_chat import UsageError as _UsageError
 from actormem._cli_memories import open_db as _open_db
@@ -55,7 +56,7 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
                 )
             )
             return 0
-        console.print(f"[bold]{folder}[/bold]")
+        console.print(Text(str(folder), "bold"))
         if now is not None:
             console.print(f"NOW ({now.state}): {now.objective or '(none)'}")
             for i, step in enumerate(now.next_steps, 1):

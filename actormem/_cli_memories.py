@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from actormem._cli_chat import UsageError as _UsageError
 
@@ -142,7 +143,7 @@ def _reembed(args: argparse.Namespace, console: Console) -> int:
             store = open_db(args.db)
         except EmbedderMismatchError as exc:
             if not args.json:
-                console.print(f"[dim]{exc}: switching the store to the bundled embedder[/dim]")
+                console.print(Text(f"{exc}: switching the store to the bundled embedder", "dim"))
             with open_db(args.db, on_embedder_mismatch="reembed", progress=update) as store:
                 rep = store.last_reembed
         else:

@@ -8,6 +8,7 @@ import json
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from actormem._cli_chat import UsageError as _UsageError
 from actormem.session import JsonSession, SessionStorage, open_sessions
@@ -68,7 +69,9 @@ def _sessions(args: argparse.Namespace, console: Console, session: SessionStorag
             return 0
         stm = comps.get("runtime", {}).get("short_term", {})
         msgs = stm.get("messages", []) if isinstance(stm, dict) else []
-        console.print(f"session [bold]{args.session_id}[/bold]: components {sorted(comps)}")
+        console.print(
+            Text.assemble("session ", (args.session_id, "bold"), f": components {sorted(comps)}")
+        )
         table = Table(title=f"{len(msgs)} short-term message(s)")
         table.add_column("#", justify="right")
         table.add_column("role")

@@ -177,7 +177,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "DEBUG" if args.debug else "WARNING",
         stream=_LOG_STREAM if args.command == "chat" else None,  # type: ignore[arg-type]
     )
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    # Memory content, model replies, ids and journal text reach the terminal:
+    # Rich must not read "[/b]" in them as markup (it raised and ended the
+    # command) nor ":warning:" as an emoji.  Styles are given as Text objects.
+    # The demo prints only its own text and keeps markup.
+    console = Console(
+        highlight=False,
+        markup=args.command == "demo",
+        emoji=False,
+        width=None if sys.stdout.isatty() else 120,
+    )
     try:
         rc: Any = args.func(args, console)
         return int(rc)

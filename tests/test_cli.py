@@ -113,3 +113,36 @@ def test_memories_reembed_switches_a_store_to_the_bundled_embedder(tmp_path: Pat
     assert r.returncode == 0 and "bicycle" in json.loads(r.stdout)[0]["memory"]["content"]
     r = run("memories", "reembed", "--db", str(db), "--json")  # same embedder: a plain rebuild
     assert r.returncode == 0 and json.loads(r.stdout.strip().splitlines()[-1])["memories"] == 1
+
+
+def test_stored_text_that_looks_like_rich_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+    """Memory content, ids, session messages and NOW.md are data, not markup:
+    a "[/b]" in them ended the command with a Rich MarkupError and
+    ":warning:" became an emoji."""
+    from actormem.journal import JournalConfig
+    from actormem.store import DuckDBStore, Namespace
+
+    hostile = "close bold with [/b] and [red]x[/red] :warning:"
+    db = tmp_path / "mem.duckdb"
+    with DuckDBStore(db) as store:
+        store.add(Namespace(user_id="[/b]"), f"tea notes: {hostile}")
+    r = run("memories", "search", "tea", "--db", str(db), "--user", "[/b]")
+    assert r.returncode == 0, r.stderr
+    assert "[/b]" in r.stdout and "[red]x[/red]" in r.stdout and ":warning:" in r.stdout
+    r = run("memories", "stats", "--db", str(db), "--user", "[/b]")
+    assert r.returncode == 0 and "[/b]" in r.stdout, r.stderr
+    with MemoryRuntime(session_dir=tmp_path) as rt:
+        rt.add([Msg.user(hostile)])
+        rt.save_session("s1")
+    r = run("sessions", "show", "s1", "--dir", str(tmp_path))
+    assert r.returncode == 0 and hostile in r.stdout, r.stderr
+    mem = tmp_path / "agents"
+    with MemoryRuntime(
+        store=tmp_path / "j.duckdb",
+        namespace=Namespace(user_id="bob", agent_id="x"),
+        journal=JournalConfig(memory_dir=mem),
+    ) as rt:
+        rt.update_now(hostile, [":x: first"])
+    for what in ((), ("now",)):
+        r = run("journal", "show", *what, "--memory-dir", str(mem), "--user", "bob", "--agent", "x")
+        assert r.returncode == 0 and hostile in r.stdout and ":x: first" in r.stdout, r.stderr

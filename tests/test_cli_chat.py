@@ -21,7 +21,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.seen.append(body)  # type: ignore[attr-defined]
         text = "\n".join(str(m.get("content") or "") for m in body["messages"])
-        if "Where do I live" in text:
+        if "markup" in text:
+            answer = "close bold with [/b], [link=https://evil.example]click[/link] :x:"
+        elif "Where do I live" in text:
             answer = "You live in Porto." if "Porto" in text else "I don't know."
         else:
             answer = "Nice to meet you, Ada."
@@ -104,6 +106,17 @@ def test_chat_remembers_across_processes(server: ThreadingHTTPServer, tmp_path: 
     ]
     assert asked and any("<long_term_memory>" in str(m.get("content")) for m in asked[0])
     assert "sk-test-key" not in first.stderr + second.stderr
+
+
+def test_a_reply_that_looks_like_rich_markup_is_printed_as_it_is(
+    server: ThreadingHTTPServer, tmp_path: Path
+) -> None:
+    """A model's "[/b]" ended the chat with a Rich MarkupError; "[link=...]"
+    hid its target and ":x:" became an emoji."""
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    r = chat(url, tmp_path, ["show me some markup", "/quit"])
+    assert r.returncode == 0, r.stderr
+    assert "close bold with [/b], [link=https://evil.example]click[/link] :x:" in r.stdout
 
 
 def test_chat_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
