@@ -14,6 +14,7 @@ from rich.text import Text
 from actormem._cli_chat import UsageError as _UsageError
 from actormem._cli_memories import open_db as _open_db
 from actormem.journal._files import read_text as read_journal_text
+from actormem.journal._paths import check_inside
 
 __all__ = ["cmd_dream", "cmd_journal"]
 
@@ -40,9 +41,9 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
     elif what == "overview":
         days = sorted(p.stem for p in (folder / "memory").glob("*.md"))
         # read_text refuses a FIFO or other special file (it would block forever).
-        now_text = read_journal_text(folder / "NOW.md")
+        now_text = read_journal_text(check_inside(folder, folder / "NOW.md"))
         now = parse_now(now_text) if now_text is not None else None
-        memory_text = read_journal_text(folder / "MEMORY.md")
+        memory_text = read_journal_text(check_inside(folder, folder / "MEMORY.md"))
         memory = parse_memory_md(memory_text) if memory_text is not None else []
         if args.json:
             print(
@@ -66,7 +67,9 @@ def cmd_journal(args: argparse.Namespace, console: Console) -> int:
         return 0
     else:
         path = folder / "memory" / f"{day_name(what)}.md"
-    text = read_journal_text(path)  # refuses a FIFO or other special file
+    # A symlink leading out of the agent's folder is refused (JournalPathError),
+    # as the journal and the UI refuse it; read_text refuses a FIFO.
+    text = read_journal_text(check_inside(folder, path))
     if text is None:
         raise _UsageError(f"no {path.name} in {folder}")
     if args.json:

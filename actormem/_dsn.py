@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["DSN_PREFIXES", "is_dsn", "without_password"]
+__all__ = ["DSN_PREFIXES", "is_dsn", "redact_dsn", "without_password"]
 
 #: What a PostgreSQL URL starts with (libpq accepts both spellings).
 DSN_PREFIXES: Final = ("postgresql://", "postgres://")
@@ -39,3 +39,35 @@ def is_dsn(target: object) -> bool:
 def without_password(dsn: str) -> str:
     """A key/value connection string fit for messages (``password=`` hidden)."""
     return _PASSWORD_WORD.sub(r"\1***", dsn)
+
+
+#: libpq parameters that hold a secret (a URL may carry them in its query).
+_SECRET_PARAMS: Final = frozenset({"password", "sslpassword"})
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` fit for messages and logs: every secret hidden, either spelling.
+
+    A URL loses the password of its user part and any ``password`` /
+    ``sslpassword`` of its query (``?host=/tmp&password=...`` is a valid
+    libpq URL); an IPv6 host keeps its brackets.  Key/value words lose their
+    ``password=`` / ``sslpassword=`` values.
+    """
+    if not dsn.startswith(DSN_PREFIXES):
+        return without_password(dsn)
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(dsn)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        user = f"{parts.username}@" if parts.username else ""
+        netloc = f"{user}{host}{f':{parts.port}' if parts.port else ''}"
+        query = [
+            (k, "***" if k.strip().lower() in _SECRET_PARAMS else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/*"), ""))
+    except ValueError:
+        return "postgresql://(unparsable URL)"

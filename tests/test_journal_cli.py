@@ -44,3 +44,21 @@ def test_demo_journal_and_dream_commands(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
     missing = run("journal", "show", "--memory-dir", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "no journal folder" in missing.stderr
+
+
+def test_journal_show_refuses_a_symlink_out_of_the_agents_folder(tmp_path: Path) -> None:
+    """The journal and the UI refuse a file that resolves outside the agent's
+    folder; `journal show` printed it (a LOG.md linked to /etc/passwd)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0 do not print me\n")
+    folder = tmp_path / "jroot" / "ada" / "x"
+    (folder / "memory").mkdir(parents=True)
+    for name in ("LOG.md", "NOW.md", "MEMORY.md"):
+        (folder / name).symlink_to(secret)
+    (folder / "memory" / "2026-01-02.md").symlink_to(secret)
+    common = ["--memory-dir", str(tmp_path / "jroot"), "--user", "ada", "--agent", "x"]
+    for what in ("log", "now", "memory", "2026-01-02", None):
+        r = run("journal", "show", *([what] if what else []), *common)
+        assert r.returncode == 2, (what, r.stdout)
+        assert "do not print me" not in r.stdout + r.stderr
+        assert "outside" in r.stderr, r.stderr

@@ -15,7 +15,7 @@ import importlib
 import os
 from typing import Any, Final
 
-from actormem._dsn import DSN_PREFIXES, is_dsn, without_password
+from actormem._dsn import DSN_PREFIXES, is_dsn, redact_dsn
 from actormem.store._duckdb import DuckDBStore
 from actormem.store._protocol import MemoryStore
 
@@ -26,23 +26,11 @@ POSTGRES_INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 
 
 def store_label(target: str | os.PathLike[str]) -> str:
-    """``target`` fit for messages and logs: a URL loses its password, a path stays."""
+    """``target`` fit for messages and logs: a DSN loses its secrets, a path stays."""
     if not is_dsn(target):
         return os.fspath(target)
-    from urllib.parse import urlsplit, urlunsplit
-
     assert isinstance(target, str)
-    if not target.startswith(DSN_PREFIXES):  # libpq key/value words
-        return without_password(target)
-    try:
-        parts = urlsplit(target)
-        if parts.password is None:
-            return target
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}@{host}{f':{parts.port}' if parts.port else ''}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-    except ValueError:
-        return "postgresql://(unparsable URL)"
+    return redact_dsn(target)
 
 
 def _postgres_store_class() -> Any:

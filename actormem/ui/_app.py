@@ -44,6 +44,7 @@ from starlette.staticfiles import StaticFiles
 
 from actormem.store import MemoryNotFoundError, Namespace, StoreError
 from actormem.ui._chart import build_chart, kind_color
+from actormem.ui._config import is_loopback
 from actormem.ui._data import Explorer, namespace_query
 from actormem.ui._live import LiveFeed
 
@@ -58,7 +59,37 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _HERE: Final = Path(__file__).parent
-_LOOPBACK_NAMES: Final = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+#: Largest edit form read (a form is a few fields; the body is read no further).
+_MAX_FORM: Final = 64_000
+
+
+def _same(given: str, secret: str) -> bool:
+    """Constant-time comparison of a presented token with the secret.
+
+    ``hmac.compare_digest`` raises TypeError on a str with non-ASCII
+    characters, and what a client presents is anything: compared as UTF-8
+    bytes (lone surrogates kept), a wrong value is just wrong, never a 500.
+    """
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), secret.encode("utf-8", "surrogatepass")
+    )
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None once it passes ``limit`` bytes (read no further)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 _CSP: Final = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
@@ -137,13 +168,13 @@ class _Guard:
         if token is None:
             host = headers.get("host", "")
             name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-            if name.lower() not in _LOOPBACK_NAMES:
+            if not is_loopback(name):  # an IP literal or "localhost", never a DNS name
                 await _plain(send, 421, "this explorer answers only to 127.0.0.1 / localhost")
                 return
         else:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             given = query.get("token")
-            if given is not None and hmac.compare_digest(given, token):
+            if given is not None and _same(given, token):
                 rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
                 location = scope["path"] + (f"?{rest}" if rest else "")
                 cookie = (
@@ -155,8 +186,8 @@ class _Guard:
             jar = SimpleCookie(headers.get("cookie", ""))
             morsel = jar.get(self.state.cookie)
             bearer = headers.get("authorization", "")
-            ok = (morsel is not None and hmac.compare_digest(morsel.value, token)) or (
-                bearer.startswith("Bearer ") and hmac.compare_digest(bearer[7:], token)
+            ok = (morsel is not None and _same(morsel.value, token)) or (
+                bearer.startswith("Bearer ") and _same(bearer[7:], token)
             )
             if not ok:
                 await _plain(
@@ -392,11 +423,11 @@ def build_app(state: AppState) -> ASGIApp:
         ctype = request.headers.get("content-type", "")
         if not ctype.startswith("application/x-www-form-urlencoded"):
             return error(request, 415, "edits are posted as urlencoded forms")
-        body = await request.body()
-        if len(body) > 64_000:
+        body = await _bounded_body(request, _MAX_FORM)
+        if body is None:
             return error(request, 413, "form too large")
         fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
-        if not hmac.compare_digest(fields.get("csrf", ""), state.csrf):
+        if not _same(fields.get("csrf", ""), state.csrf):
             return error(request, 403, "stale or missing form token: reload the page")
         action = request.path_params["action"]
         return await anyio.to_thread.run_sync(_do_edit, request, action, fields)

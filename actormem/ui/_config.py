@@ -7,6 +7,7 @@ Kept free of the web stack's imports so the runtime can name
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 from pathlib import Path
 from typing import Final, Literal
@@ -81,6 +82,12 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve anywhere
 
 
+#: What a token may hold: URL-safe without escaping and cookie-safe (what
+#: ``secrets.token_urlsafe`` makes); a ";" cut the cookie, a "+" became a space
+#: in the printed URL and a non-ASCII token made every request fail.
+_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9._~-]{16,}")
+
+
 def resolve_token(host: str, token: str | Literal["auto"] | None) -> str | None:
     """The token to require, or raise :class:`UIError` for an unsafe combination.
 
@@ -97,6 +104,10 @@ def resolve_token(host: str, token: str | Literal["auto"] | None) -> str | None:
                 "(leave token='auto' to get a random one in the URL, or bind 127.0.0.1)"
             )
         return None
-    if not isinstance(token, str) or len(token) < 16 or not token.isprintable():
-        raise UIError("an access token must be a printable str of at least 16 characters")
+    if not isinstance(token, str) or _TOKEN_RE.fullmatch(token) is None:
+        raise UIError(
+            "an access token must be a str of at least 16 characters among letters, digits "
+            "and - _ . ~ (it travels in a URL and a cookie, where other characters are cut "
+            "or changed)"
+        )
     return token

@@ -44,6 +44,12 @@ def test_the_label_of_a_url_drops_its_password() -> None:
     assert store_label("host=db user=ada password='s3 cret' dbname=mem") == (
         "host=db user=ada password=*** dbname=mem"
     )
+    # libpq also reads secrets from a URL's query; an IPv6 host keeps its brackets
+    label = store_label("postgresql://u:pw@db/x?host=/tmp/s&sslpassword=S2&Password=S3")
+    assert "pw" not in label and "S2" not in label and "S3" not in label
+    assert label == "postgresql://u@db/x?host=/tmp/s&sslpassword=***&Password=***"
+    assert store_label("postgresql://u:pw@[::1]:5432/x") == "postgresql://u@[::1]:5432/x"
+    assert store_label("host=db sslpassword=k3y dbname=mem") == "host=db sslpassword=*** dbname=mem"
 
 
 @pytest.mark.parametrize("missing", ["psycopg", "pgvector"])

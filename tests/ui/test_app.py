@@ -132,6 +132,49 @@ def test_without_a_token_only_loopback_host_names_are_answered(
         # A page elsewhere reaching us through DNS rebinding sends its own host name.
         r = httpx.get(server.url, headers={"Host": f"attacker.example:{port}"})
         assert r.status_code == 421 and "ada" not in r.text
+        # every loopback address is loopback (`--host 127.0.0.2` answered nothing)
+        for host in (f"127.0.0.2:{port}", f"[::1]:{port}", f"LOCALHOST:{port}"):
+            assert httpx.get(server.url, headers={"Host": host}).status_code == 200, host
+        for host in (f"127.0.0.1.attacker.example:{port}", f"10.0.0.1:{port}", ""):
+            assert httpx.get(server.url, headers={"Host": host}).status_code == 421, host
+
+
+def test_a_wrong_token_of_any_characters_is_a_401_not_a_500(
+    store: tuple[DuckDBStore, dict[str, str]],
+) -> None:
+    s, _ = store
+    with _serve(s, token="t" * 20) as server:
+        base = server.url.split("?")[0]
+        for given in ("%C3%A4" * 10, "%F0%9F%98%80", "%ED%A0%80"):
+            assert httpx.get(f"{base}?token={given}").status_code == 401, given
+        bad_cookie = {"Cookie": "actormem_ui=\u00e4\u00e4; other=1".encode("latin-1")}
+        assert httpx.get(base, headers=bad_cookie).status_code == 401
+        bearer = {"Authorization": ("Bearer " + "\u00e4" * 20).encode("latin-1")}
+        assert httpx.get(base, headers=bearer).status_code == 401
+
+
+def test_an_oversized_edit_form_is_refused_without_reading_it_whole(
+    store: tuple[DuckDBStore, dict[str, str]],
+) -> None:
+    s, ids = store
+    mid = ids["Ada wants to visit Sintra on a day trip"]
+    with _serve(s, allow_edits=True) as server:
+        csrf = _csrf(httpx.get(f"{server.url}memory/{mid}?user=ada&agent=travel").text)
+        form = {"id": mid, "user": "ada", "agent": "travel", "csrf": csrf, "pad": "x" * 70_000}
+        assert httpx.post(f"{server.url}edit/pin", data=form).status_code == 413
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the cap applies while reading
+            yield f"csrf={csrf}&id={mid}&user=ada&agent=travel&pad=".encode()
+            for _ in range(100):
+                yield b"x" * 10_000
+
+        r = httpx.post(
+            f"{server.url}edit/pin",
+            content=chunks(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert r.status_code == 413
+        assert "pinned" not in s.get(ADA, mid).tags  # type: ignore[union-attr]
 
 
 def test_a_token_is_required_then_kept_in_a_cookie(
