@@ -55,6 +55,37 @@ def test_files_are_private_and_no_temp_files_remain(tmp_path: Path) -> None:
     assert [f.name for f in tmp_path.iterdir()] == ["p.json"]
 
 
+def test_folders_created_for_memory_are_private_at_every_level(tmp_path: Path) -> None:
+    """mkdir(mode=0o700, parents=True) made only the last level 0700: the
+    user-id folders under memory_dir were 0755, listable by any local user."""
+    from actormem import MemoryRuntime
+    from actormem.journal import JournalConfig
+    from actormem.store import Namespace
+
+    JsonSession(tmp_path / "a" / "b" / "sessions").save("p", {"c": Counter()})
+    for level in ("a", "a/b", "a/b/sessions"):
+        assert stat.S_IMODE((tmp_path / level).stat().st_mode) == 0o700, level
+    existing = tmp_path / "mine"
+    existing.mkdir(mode=0o755)
+    existing.chmod(0o755)
+    with MemoryRuntime(
+        store=tmp_path / "m.duckdb",
+        namespace=Namespace(user_id="ada", agent_id="travel"),
+        journal=JournalConfig(memory_dir=existing / "agents"),
+    ) as rt:
+        rt.log("THOUGHT", "plan the trip")
+        rt.update_now("trip", ["book"])
+        assert rt.journal is not None
+        rt.journal.flush()
+    folders = [p for p in (existing / "agents").rglob("*") if p.is_dir()]
+    assert {"ada", "travel"} <= {p.name for p in folders}
+    for level in [existing / "agents", *folders]:
+        assert stat.S_IMODE(level.stat().st_mode) == 0o700, level
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o755  # the user's own folder untouched
+    for f in (existing / "agents/ada/travel").rglob("*.md"):
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -21,6 +21,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from actormem._private import make_private_dirs
 from actormem._special_files import describe_mode, read_regular
 from actormem.journal._paths import JournalPathError
 from actormem.session import atomic_write
@@ -92,7 +93,7 @@ def replace_view(path: Path, text: str) -> Signature:
     the rename is never mistaken for this version.
     """
     data = text.encode("utf-8", "surrogatepass")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -113,7 +114,7 @@ def append_text(path: Path, text: str) -> None:
     Appends of this process never interleave; a crash can at worst cut the
     last append short (the store keeps the record either way).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     data = text.encode("utf-8", "surrogatepass")
     try:
         # O_NONBLOCK: opening a FIFO for writing would wait for a reader forever.

@@ -52,6 +52,7 @@ import msgspec
 import structlog
 
 from actormem._door import check_json_object, without_nul
+from actormem._private import make_private_dirs
 from actormem._settings import check_arg
 from actormem.compress import EstimateTokenCounter, ExtractiveSummarizer, Summarizer
 from actormem.events import (
@@ -168,7 +169,7 @@ class Journal(DailyJournal, StateModule):
         self.config = config
         self.root = Path(root)
         self.folder = namespace_folder(self.root, namespace)
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # memory is private
+        make_private_dirs(self.folder)  # memory is private: 0700, every new level
         check_inside(self.root.resolve(), self.folder)
         self._resolved_folder = self.folder.resolve()
         self.label = str(namespace).replace("user_id=", "").replace("agent_id=", "")

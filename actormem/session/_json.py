@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import structlog
 
+from actormem._private import make_private_dirs
 from actormem._special_files import check_inside, read_regular
 from actormem.session._common import (
     DEFAULT_SESSIONS_DIR,
@@ -210,7 +211,7 @@ def atomic_write(path: Path, data: bytes) -> None:
         path: the file to write (its folder is created if missing).
         data: the new content.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)  # conversations are private: 0700 when created
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
