@@ -7,6 +7,7 @@ everything the memory does is a reactivex stream you can subscribe to.
 from __future__ import annotations
 
 from actormem.actors._supervisor import ActorUnavailableError
+from actormem.actors.recorder import RecordingError
 from actormem.agent import MemoryHooks, ReActAgent, Tool, tool
 from actormem.compress import AutoContextConfig
 from actormem.events import (
@@ -71,6 +72,7 @@ __all__ = [
     "PostgresSession",
     "ReActAgent",
     "RecorderConfig",
+    "RecordingError",
     "SessionConflictError",
     "SessionError",
     "SessionLoaded",

@@ -45,15 +45,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the comparison, print a table and write ``results/bench_blas.json``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="5000,100000,1000000")
+    parser.add_argument("--quick", action="store_true", help="sizes up to 20k, fewer repeats")
     args = parser.parse_args(argv)
     controller = ThreadpoolController()
     library = [i["num_threads"] for i in controller.select(user_api="blas").info()]
     rng = np.random.default_rng(0)
     rows, results = [], []
-    for n in (int(s) for s in args.sizes.split(",")):
+    sizes = [int(s) for s in args.sizes.split(",")]
+    for n in sorted({min(n, 20_000) for n in sizes}) if args.quick else sizes:
         matrix = rng.standard_normal((n, 256), dtype=np.float32)
         queries = rng.standard_normal((50, 256), dtype=np.float32)
-        reps = 300 if n <= 100_000 else 60
+        reps = 30 if args.quick else 300 if n <= 100_000 else 60
         for label in ("idle", "busy"):
             busy = BusyNeighbours(2) if label == "busy" else contextlib.nullcontext()
             with busy:

@@ -1,4 +1,9 @@
-"""Run every benchmark in this folder (``make bench``); ``--quick`` for a smoke run."""
+"""Run the benchmarks (``make bench``); ``--quick`` for a smoke run.
+
+Every benchmark in this folder runs here except the two that need a prepared
+corpus of a million memories on disk (several GB): ``bench_ingest`` and
+``bench_reopen``, whose commands are in ``docs/performance.md``.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_recorder",
     "bench_ui",
     "bench_writes",
+    "bench_import",
     "bench_peers",
     "bench_reply",
     "bench_coldstart",

@@ -19,7 +19,14 @@ from actormem import MemoryRuntime
 README = Path(__file__).resolve().parents[1] / "README.md"
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
 #: What marks a block as needing a server or a value the reader supplies.
-_NOT_RUNNABLE = ("http://", "https://", "postgresql://", "model = ...", "off_6a10")
+_NOT_RUNNABLE = (
+    "http://",
+    "https://",
+    "postgresql://",
+    "model = ...",
+    "off_6a10",
+    "call_your_model",
+)
 
 
 def _blocks() -> list[tuple[int, str]]:

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from actormem import Event, MemoryRuntime, Msg
-from actormem.actors.recorder import RecordingError
+from actormem import Event, MemoryRuntime, Msg, RecordingError
 from actormem.events import (
     FactReconciled,
     MaintenanceRan,
