@@ -6,6 +6,7 @@ import glob
 import importlib.resources
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,25 @@ def _corpora() -> dict[str, list[str]]:
         ]
         out["prose"] = [" ".join(turns[i : i + 8]) for i in range(0, len(turns), 8)]
         out["json"] = [json.dumps(conv["qa"][i : i + 5]) for conv in data for i in range(0, 60, 5)]
+    else:  # a fresh clone: the docs' own prose and the benchmarks' JSON stand in
+        root = Path(__file__).resolve().parents[2]
+        text = re.sub(r"```.*?```", "", (root / "README.md").read_text(), flags=re.S)
+        paragraphs = [p for p in text.split("\n\n") if len(p) > 200 and not p.startswith("|")]
+        out["prose"] = [" ".join(paragraphs[i : i + 4]) for i in range(0, len(paragraphs), 4)]
+        out["json"] = [  # question/answer records like LoCoMo's, from the same prose
+            json.dumps(
+                [
+                    {
+                        "question": p[:80],
+                        "answer": p[80:160],
+                        "evidence": [f"D{i}:{j}"],
+                        "category": j % 5 + 1,
+                    }
+                    for j, p in enumerate(paragraphs[i : i + 5])
+                ]
+            )
+            for i in range(0, len(paragraphs), 5)
+        ]
     if SEEDS.exists():
         out["markdown"] = [c for f in sorted(SEEDS.glob("*.txt")) for c in _chunks(f.read_text())]
     import msgspec
@@ -77,7 +97,7 @@ def test_estimate_tracks_llama2_tokenizer_on_real_text() -> None:
     exact = TokenizerCounter(_llama(), name="llama2")
     est = EstimateTokenCounter()
     corpora = _corpora()
-    assert {"code", "numbers", "logs"} <= set(corpora)
+    assert {"prose", "code", "json", "numbers", "logs"} <= set(corpora)
     report = {}
     for name, texts in corpora.items():
         true = sum(exact.count(t) for t in texts)
@@ -85,8 +105,11 @@ def test_estimate_tracks_llama2_tokenizer_on_real_text() -> None:
         report[name] = (guess - true) / true
     print("aggregate relative error per corpus:", {k: round(v, 3) for k, v in report.items()})
     # The docstring of EstimateTokenCounter states the measured figures; keep them honest.
+    # the README promises 5% on prose, code and logs, 6% on JSON; markdown and numbers 8%
+    bounds = {"prose": 0.05, "code": 0.05, "logs": 0.05, "json": 0.06}
     for name, err in report.items():
-        assert abs(err) <= 0.08, f"{name}: estimate off by {err:+.1%}"
+        bound = bounds.get(name, 0.08)
+        assert abs(err) <= bound, f"{name}: estimate off by {err:+.1%} (bound {bound:.0%})"
     # chars/4 is far worse on numbers: the estimate must beat it where it matters.
     nums = corpora["numbers"]
     true = sum(exact.count(t) for t in nums)
