@@ -22,6 +22,28 @@ N             2 threads p50 / p99 (ms)     1 thread p50 / p99 (ms)
 So the index runs a product of at most :data:`SINGLE_THREAD_MAX_ROWS` rows
 on one BLAS thread and leaves larger ones to the library's setting.
 
+A split product also costs after it returns: OpenBLAS's worker thread spins
+(busy-waits for more work, ``blas_thread_server``) for about 60 ms before it
+sleeps.  Measured here (OpenBLAS 0.3.31, numpy's wheel): one 2,000 x 256
+matrix-vector product, then nothing -- 59 ms of CPU by the worker; the
+journaled ``ReActAgent.reply`` benchmark spent 4.6 ms of such CPU per turn
+(0.8-1.1 ms with every product on one thread), a core taken from the turn
+and the store's threads on a two-core machine.  The products that left it
+spinning were the ones no limit covered: a write's near-duplicate check
+(the namespace's rows against 20 new memories) and the soft term match of
+the second stage.  And the limit does not hold in every thread: once
+OpenBLAS's threads have run, a thread count set from any thread but the
+process's main one is ignored (measured with this build: set to 1 from a
+worker thread, read back 2; from the main thread it holds), so a search or
+a write on a worker thread (the recorder's, ``asyncio.to_thread``'s) ran
+split products under the "limit".  Those small products are therefore
+computed by :func:`unsplit_matmul`: in blocks of rows each below
+:data:`SPLIT_FREE_WORK`, which OpenBLAS runs on the calling thread whatever
+its setting -- no process-wide switch, and the same numbers (each row's
+product is computed alone either way).  The index's search keeps the limit
+for what is not blocked; a product OpenBLAS would not split skips it (and
+its ~20 us).
+
 Scope: the limit is taken around the index's own search (threadpoolctl
 sets OpenBLAS's process-wide thread count, there is no per-thread one) and
 given back when the last concurrent search of the process leaves it, so the
@@ -38,15 +60,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 import structlog
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["SINGLE_THREAD_MAX_ROWS", "blas_threads_for"]
+__all__ = ["SINGLE_THREAD_MAX_ROWS", "SPLIT_FREE_WORK", "blas_threads_for", "unsplit_matmul"]
 
 log = structlog.get_logger(__name__)
 
 #: Products over at most this many rows run on one BLAS thread.
 SINGLE_THREAD_MAX_ROWS: Final = 32_768
+#: Multiply-adds below which OpenBLAS runs a product on the calling thread.
+#: Measured (0.3.31, 256 dimensions): a matrix-vector product was split from
+#: ~1,800 rows (460k), a matrix product from 2,048 result cells (524k, its
+#: ``m * n * k`` threshold); half the smaller leaves a margin.
+SPLIT_FREE_WORK: Final = 262_144
 
 _lock = threading.Lock()
 _controller: ThreadpoolController | None = None
@@ -78,13 +107,16 @@ def _end_limit() -> None:
 
 
 @contextmanager
-def blas_threads_for(rows: int) -> Iterator[None]:
+def blas_threads_for(rows: int, work: int | None = None) -> Iterator[None]:
     """Run the block on one BLAS thread when its products span at most ``rows`` rows.
 
     Args:
         rows: Rows of the largest matrix product the block computes.
+        work: Its multiply-adds (rows x columns x inner dimension), when
+            known: below :data:`SPLIT_FREE_WORK` nothing is changed (OpenBLAS
+            does not split it).
     """
-    if rows > SINGLE_THREAD_MAX_ROWS:
+    if rows > SINGLE_THREAD_MAX_ROWS or (work is not None and work < SPLIT_FREE_WORK):
         yield
         return
     _start_limit()
@@ -92,3 +124,23 @@ def blas_threads_for(rows: int) -> Iterator[None]:
         yield
     finally:
         _end_limit()
+
+
+def unsplit_matmul(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``a @ b`` (``a`` 2-D) in blocks of rows OpenBLAS never splits over its threads.
+
+    Each block's multiply-adds stay below :data:`SPLIT_FREE_WORK`, so every
+    product runs on the calling thread in any thread and whatever the process's
+    BLAS setting, and no worker is left spinning after it.  Rows of the result
+    are the rows of one product: the same values as ``a @ b``.
+    """
+    cols = 1 if b.ndim == 1 else int(b.shape[1])
+    step = max(1, SPLIT_FREE_WORK // max(1, int(a.shape[1]) * cols))
+    if a.shape[0] <= step:
+        out: npt.NDArray[Any] = a @ b
+        return out
+    shape = (a.shape[0],) if b.ndim == 1 else (a.shape[0], cols)
+    blocks = np.empty(shape, dtype=np.result_type(a, b))
+    for start in range(0, a.shape[0], step):
+        np.matmul(a[start : start + step], b, out=blocks[start : start + step])
+    return blocks

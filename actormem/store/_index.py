@@ -30,7 +30,7 @@ import itertools
 import math
 from array import array
 from collections.abc import Iterable, MutableMapping, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -398,7 +398,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             rows = self._scope_rows(namespace, filters)
             if rows.size == 0:
                 return []
-            blas.enter_context(blas_threads_for(self._product_rows(rows.size)))
+            blas.enter_context(self._blas_for(rows.size))
             pool = max(config.candidates, limit)
             use_vec = mode in ("hybrid", "vector") and query is not None
             use_kw = mode in ("hybrid", "keyword")
@@ -492,7 +492,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             rows = self._scope_rows(namespace, None)
             if rows.size == 0:
                 return rows
-            blas.enter_context(blas_threads_for(self._product_rows(rows.size)))
+            blas.enter_context(self._blas_for(rows.size))
             if (
                 not exact
                 and self._pvecs is not None
@@ -508,6 +508,11 @@ class MemoryIndex(ScopeSearch, VectorSearch):
     def _product_rows(self, scope: int) -> int:
         """Rows of the vector product over a scope (see :meth:`cosine`: a large one takes all)."""
         return self._n if scope * 3 > self._n else scope
+
+    def _blas_for(self, scope: int) -> AbstractContextManager[None]:
+        """The BLAS thread limit for a search over ``scope`` rows (see :mod:`._blas`)."""
+        rows = self._product_rows(scope)
+        return blas_threads_for(rows, rows * int(self._vecs.shape[1]))
 
     def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
         """Relevance of ``rows`` at ``now``."""

@@ -17,13 +17,13 @@ recall@10 against exact search 0.98 (see ``benchmarks/bench_store.py``).
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
 import structlog
 
-from actormem.store._blas import blas_threads_for
+from actormem.store._blas import SINGLE_THREAD_MAX_ROWS, unsplit_matmul
 from actormem.store._index_rows import F32, I64, IndexRows
 
 __all__ = ["VectorSearch", "top_k"]
@@ -86,8 +86,10 @@ class VectorSearch(IndexRows):
     def cosine_many(self, rows: I64, queries: F32) -> F32:
         """``(len(rows), len(queries))`` cosines of each row with each query.
 
-        A write's near-duplicate check (one query, one namespace): the product
-        runs on one BLAS thread when of a size OpenBLAS splits and still small
+        A write's near-duplicate check (its new memories, one namespace): the
+        product is computed in blocks OpenBLAS does not split when it is still
+        small (counted over every query: 300 rows x 20 queries was split, on the
+        recorder's thread, where a thread limit does not hold)
         (see :mod:`actormem.store._blas`:
         two threads on a busy machine put 12 ms at p90 on a 3,000-row product
         that takes 0.3 ms on one), and rows lying in a few runs of consecutive
@@ -96,16 +98,21 @@ class VectorSearch(IndexRows):
         """
         big = rows.size * 3 > self._n
         product = self._n if big else rows.size
-        with self._lock, blas_threads_for(product) if product >= _BLAS_SPLITS else nullcontext():
+        # large: the BLAS library's own threads; else unsplit in any thread (._blas)
+        mul: Callable[[F32, F32], F32] = (
+            np.matmul if product > SINGLE_THREAD_MAX_ROWS else unsplit_matmul
+        )
+        qt = queries.T
+        with self._lock:
             if big:
-                full: F32 = (self._vecs[: self._n] @ queries.T)[rows]
+                full: F32 = mul(self._vecs[: self._n], qt)[rows]
                 return full
             runs = _runs(rows)
             if runs is not None:
-                parts = [self._vecs[a:b] @ queries.T for a, b in runs]
+                parts = [mul(self._vecs[a:b], qt) for a, b in runs]
                 joined: F32 = parts[0] if len(parts) == 1 else np.concatenate(parts)
                 return joined
-            out: F32 = self._vecs[rows] @ queries.T
+            out: F32 = mul(self._vecs[rows], qt)
             return out
 
     def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
@@ -129,9 +136,6 @@ class VectorSearch(IndexRows):
         return out, exact[order]
 
 
-#: Smaller products are never split over threads by OpenBLAS (measured: 1,500 x 256
-#: ran on one thread), so they skip the thread limit and its ~20 us.
-_BLAS_SPLITS: Final = 1024
 #: Rows in more runs of consecutive rows than this are gathered into a copy.
 _MAX_RUNS: Final = 16
 

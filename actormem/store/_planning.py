@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from actormem.store._blas import unsplit_matmul
 from actormem.store._kinds import maintained, merge_kind, merges
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import Batch, Change, union
@@ -323,7 +324,7 @@ class Planner:
         # within the batch: later items against earlier ones
         kept: builtins.list[int] = []
         if len(batch.inserts) > 1:
-            inner = new_vecs @ new_vecs.T
+            inner = unsplit_matmul(new_vecs, new_vecs.T)  # 64 x 64 x 256 was split (._blas)
         else:
             inner = np.ones((1, 1), dtype=np.float32)
         id_to_result = {r.id: i for i, r in enumerate(results) if r is not None and r.op == "ADD"}

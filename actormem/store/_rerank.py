@@ -61,6 +61,7 @@ import numpy.typing as npt
 import structlog
 
 from actormem.models.base import WordVectors
+from actormem.store._blas import unsplit_matmul
 from actormem.store._tokenize import _TOKEN_RE, _term
 from actormem.store._types import MemoryRecord, SearchConfig
 
@@ -75,7 +76,6 @@ I64 = npt.NDArray[np.int64]
 
 _SPEAKER_RE: Final = re.compile(r"\s*([^\W\d_][\w'.-]*(?: [^\W\d_][\w'.-]*){0,2}):(?:\s|$)")
 _WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
-_BLOCK: Final = 256
 #: Distinct query terms the soft match weighs (the first ones of the query):
 #: each costs a word vector and a column of the similarity matrix, so a huge
 #: query (``add()`` takes messages up to 4 MB) is bounded work, not a stall.
@@ -454,10 +454,12 @@ class QueryRerank:
         if table.size:  # else every word so far had digits: exact matches only
             words = table[rows]
             qmat = np.ascontiguousarray(table[np.asarray(qrows, dtype=np.int64)].T)
-            # Small blocks: a large or transposed operand sends OpenBLAS to its
-            # threaded path, which costs milliseconds on a busy two-core machine.
-            for i in range(0, rows.size, _BLOCK):
-                np.matmul(words[i : i + _BLOCK], qmat, out=sims[i : i + _BLOCK])
+            # Blocks OpenBLAS runs on the calling thread: a large or transposed
+            # operand sends it to its threaded path, which costs milliseconds on a
+            # busy two-core machine and leaves its worker spinning after it (a
+            # block of 256 words against 8 query words was still split; see
+            # actormem.store._blas).
+            sims[:] = unsplit_matmul(words, qmat)
         sims /= np.float32(self._config.soft_match_full)
         sims[dterms[:, None] == qterms[None, :]] = 1.0
         has = lengths > 0

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, Namespace, NewMemory
-from actormem.store._blas import SINGLE_THREAD_MAX_ROWS, blas_threads_for
+from actormem.store._blas import (
+    SINGLE_THREAD_MAX_ROWS,
+    SPLIT_FREE_WORK,
+    blas_threads_for,
+    unsplit_matmul,
+)
 
 NS = Namespace(user_id="u", agent_id="a")
 
@@ -22,27 +28,47 @@ def _blas_threads() -> list[int]:
     return [int(i["num_threads"]) for i in ThreadpoolController().select(user_api="blas").info()]
 
 
+class _Watched(np.ndarray):
+    """The index's matrix, noting each product of it: the BLAS threads it ran with
+    and its multiply-adds."""
+
+    seen: ClassVar[list[list[int]]] = []
+    work: ClassVar[list[int]] = []
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        args = [np.asarray(x) for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(np.asarray(x) for x in kwargs["out"])
+        if ufunc is np.matmul:
+            a, b = args
+            _Watched.seen.append(_blas_threads())
+            _Watched.work.append(a.shape[0] * a.shape[-1] * (b.shape[1] if b.ndim == 2 else 1))
+        return getattr(ufunc, method)(*args, **kwargs)
+
+
+def _watch(store: DuckDBStore) -> list[list[int]]:
+    _Watched.seen, _Watched.work = [], []
+    store._index._vecs = store._index._vecs.view(_Watched)
+    return _Watched.seen
+
+
 def test_a_small_search_runs_on_one_blas_thread_and_restores_the_host_setting(
     tmp_path: Path,
 ) -> None:
-    seen: list[list[int]] = []
+    # 1,200 rows of 256 dimensions: a product OpenBLAS splits over its threads
     with threadpool_limits(limits=2, user_api="blas"):  # the host's own choice
         host = _blas_threads()
         assert host and all(n == 2 for n in host)
         with DuckDBStore(
-            tmp_path / "b.duckdb", embedder=HashEmbedder(32), touch_flush_interval=None
+            tmp_path / "b.duckdb", embedder=HashEmbedder(256), touch_flush_interval=None
         ) as store:
-            store.add_many(NS, [NewMemory(content=f"memory number {i} item{i}") for i in range(50)])
-            original = store._index.cosine
-
-            def watching(rows: np.ndarray, query: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
-                seen.append(_blas_threads())
-                return original(rows, query)
-
-            store._index.cosine = watching  # type: ignore[method-assign]
+            store.add_many(
+                NS, [NewMemory(content=f"memory number {i} item{i}") for i in range(1200)]
+            )
+            seen = _watch(store)
             assert store.search("memory number 7", NS, 3)[0].memory.content.endswith("item7")
+            assert seen and all(n == 1 for n in seen[0])
             assert _blas_threads() == host
-            store._index.cosine = original  # type: ignore[method-assign]
 
             errors: list[BaseException] = []
 
@@ -60,7 +86,61 @@ def test_a_small_search_runs_on_one_blas_thread_and_restores_the_host_setting(
                 t.join()
             assert not errors
             assert _blas_threads() == host  # overlapping searches give it back once, intact
-    assert seen and all(n == 1 for n in seen[0])
+
+
+def test_a_product_openblas_runs_on_the_calling_thread_leaves_the_host_setting_alone(
+    tmp_path: Path,
+) -> None:
+    """50 rows of 32 dimensions: no limit is taken (it is a process-wide switch)."""
+    with (
+        threadpool_limits(limits=2, user_api="blas"),
+        DuckDBStore(
+            tmp_path / "s.duckdb", embedder=HashEmbedder(32), touch_flush_interval=None
+        ) as store,
+    ):
+        store.add_many(NS, [NewMemory(content=f"memory number {i} item{i}") for i in range(50)])
+        seen = _watch(store)
+        assert store.search("memory number 7", NS, 3)[0].memory.content.endswith("item7")
+        assert seen and all(n == 2 for n in seen[0])
+
+
+def test_a_writes_near_duplicate_check_is_never_split_over_blas_threads(tmp_path: Path) -> None:
+    """300 stored rows against 20 new memories was one product OpenBLAS split, on the
+    recorder's thread, where a thread limit does not hold once OpenBLAS's threads have
+    run; its worker then spun ~60 ms (see actormem/store/_blas.py).  Now blocks of rows
+    OpenBLAS runs on the calling thread, from any thread, with the same results."""
+    with DuckDBStore(
+        tmp_path / "n.duckdb", embedder=HashEmbedder(256), touch_flush_interval=None
+    ) as store:
+        store.add_many(
+            NS, [NewMemory(content=f"stored fact {i} about item{i}") for i in range(300)]
+        )
+        _watch(store)
+        results: list[Any] = []
+        writer = threading.Thread(  # the recorder's situation: not the main thread
+            target=lambda: results.extend(
+                store.add_many(
+                    NS, [NewMemory(content=f"new fact {i} about thing{i}") for i in range(20)]
+                )
+            )
+        )
+        writer.start()
+        writer.join()
+        assert [r.op for r in results] == ["ADD"] * 20
+        assert _Watched.work and all(w < SPLIT_FREE_WORK for w in _Watched.work)
+        assert sum(_Watched.work) >= 300 * 20 * 256  # the whole product, in blocks
+        # a twin is still found through the blocked product
+        assert store.add(NS, "stored fact 7 about item7").op != "ADD"
+
+
+def test_unsplit_matmul_gives_the_product() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3000, 256)).astype(np.float32)
+    for b in (rng.standard_normal((256, 20)).astype(np.float32), a[7]):
+        got = unsplit_matmul(a, b)
+        assert got.shape == (a @ b).shape
+        assert np.allclose(got, a @ b, atol=1e-4)
+    assert unsplit_matmul(a[:5], a[:3].T).shape == (5, 3)
 
 
 def test_large_products_keep_the_library_setting() -> None:
