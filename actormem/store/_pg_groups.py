@@ -51,6 +51,10 @@ No GIN index on ``memories.terms``
     Its readers (a filtered keyword search of a large scope, a term's document
     frequency) read the postings and ``term_stats`` instead; keeping it cost
     about 12% of the ingest time at 100k (measured: 23.0 -> 20.1 s without it).
+Version 9
+    moves the statistics and bounds of ``term_stats`` into the group rows
+    (:mod:`actormem.store._pg_group_stats`); this module's SQL is the shipped
+    step 7 -> 8 and stays as it was.
 Updates and deletes
     Statement triggers take a deleted, superseded or rewritten row's
     postings out of its group's arrays (and drop a group left empty); a
@@ -62,7 +66,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["GROUP_SETTING", "group_postings", "groups_sql", "new_groups_sql"]
+__all__ = ["GROUP_SETTING", "group_postings", "groups_sql"]
 
 #: The transaction-local setting in which the store's insert path declares its posting group.
 GROUP_SETTING: Final = "actormem.posting_group"
@@ -85,37 +89,6 @@ def groups_sql(rows: str) -> str:
         f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id), array_agg(u.tf), array_agg(r.doclen) "
         f"FROM ({rows}) AS r, unnest(r.terms, r.tfs) AS u(term, tf) "
         f"GROUP BY u.term, {_NS}, r.pgrp"
-    )
-
-
-def new_groups_sql(rows: str, before: str = "") -> str:
-    """One statement adding a batch's new rows (a query of namespace, ``id``, ``pgrp``,
-    ``doclen``, ``terms``, ``tfs`` columns) to ``posting_groups`` and ``term_stats``.
-
-    The rows' postings are aggregated once per (term, namespace, group) and
-    both tables are written from that aggregation: the group's arrays, and
-    the term's document frequency and bounds (``count``, ``max``, ``min`` of
-    the same rows).  A batch's group is the only one of its (term, namespace)
-    in the batch, so each statistics row is written once.  Measured on a
-    1,000-row batch at 50k rows, server CPU: 52-57 ms, against 61-67 ms when
-    the statistics were computed again from the arrays the group insert
-    returned (one ``unnest`` per array and group).  A column added to
-    ``posting_groups`` is added here and in :func:`groups_sql`.  ``before``: other
-    common table expressions (``name AS (...), ``) run by the same statement.
-    """
-    return (
-        f"WITH {before}a AS MATERIALIZED (SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS ids, "
-        "array_agg(u.tf) AS tfs, array_agg(r.doclen) AS doclens, count(*) AS df, "
-        "max(u.tf) AS max_tf, min(r.doclen) AS min_doclen "
-        f"FROM ({rows}) AS r, unnest(r.terms, r.tfs) AS u(term, tf) "
-        f"GROUP BY u.term, {_NS}, r.pgrp), "
-        f"g AS (INSERT INTO posting_groups (term, {_NS}, pgrp, ids, tfs, doclens) "
-        f"SELECT term, {_NS}, pgrp, ids, tfs, doclens FROM a) "
-        f"INSERT INTO term_stats AS t (term, {_NS}, df, max_tf, min_doclen) "
-        f"SELECT term, {_NS}, df, max_tf, min_doclen FROM a ORDER BY term, {_NS} "
-        f"ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df, "
-        "max_tf = greatest(t.max_tf, excluded.max_tf), "
-        "min_doclen = least(t.min_doclen, excluded.min_doclen)"
     )
 
 

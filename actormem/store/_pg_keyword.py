@@ -14,7 +14,8 @@ The argument
     (``w``: its IDF times its count in the query times ``k1 + 1``).  It is at
     most ``U = w * T / (T + c1 + c2 * L)`` where ``T`` is the largest count and
     ``L`` the shortest length of a memory of the scope that ever held the term
-    (``term_bounds``, kept by triggers; deletions only loosen it).  Sort the
+    (the ``max_tf`` / ``min_doclen`` of its posting groups; deletions only loosen
+    them).  Sort the
     terms by ``U``; call the cheapest ones, whose bounds add up to ``S``, the
     *skipped* terms and the others the *read* ones.  A statement reads the
     postings of the read terms only, sums each row's partial score, adds the
@@ -79,20 +80,19 @@ def _stats(conn: Any, scope: Namespace, terms: list[str]) -> tuple[float, float,
     """The scope's rows and length, each term's ``[df, max_tf, min_doclen]``, and the
     ``enable_sort`` setting before this statement turned it off (see :data:`_HASHED`)."""
     swhere, sparams = scope_sql(scope)
-    tw, tparams = scope_sql(scope, "t.")
-    bw, bparams = scope_sql(scope, "b.")
+    gw, gparams = scope_sql(scope, "g.")
     row = conn.execute(
         # hash, not sort, the postings by id in the attempts that follow (see _HASHED)
         f"SELECT {_HASHED}, (SELECT coalesce(sum(docs), 0)::float8 FROM scope_stats WHERE "
         f"{swhere}), (SELECT coalesce(sum(doclen), 0)::float8 FROM scope_stats WHERE {swhere}), "
-        "(SELECT coalesce(array_agg(ARRAY[x.df, x.tf, x.len] ORDER BY x.i), '{}') FROM ("
-        "SELECT q.i, coalesce((SELECT sum(t.df) FROM term_stats t WHERE t.term = q.term AND "
-        f"{tw}), 0)::float8 AS df, coalesce((SELECT max(b.max_tf) FROM term_bounds b WHERE "
-        f"b.term = q.term AND {bw}), -1)::float8 AS tf, coalesce((SELECT min(b.min_doclen) "
-        f"FROM term_bounds b WHERE b.term = q.term AND {bw}), 0)::float8 AS len "
-        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(term, i)) AS x), before.was "
-        f"FROM {_BEFORE}",
-        [*sparams, *sparams, *tparams, *bparams, *bparams, terms],
+        "(SELECT coalesce(array_agg(ARRAY[coalesce(x.df, 0), coalesce(x.tf, -1), "
+        "coalesce(x.len, 0)] ORDER BY q.i), '{}') "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS q(term, i) CROSS JOIN LATERAL ("
+        # schema v9: a term's statistics and bounds are its posting groups' in the scope
+        "SELECT sum(g.df)::float8 AS df, max(g.max_tf)::float8 AS tf, "
+        "min(g.min_doclen)::float8 AS len FROM posting_groups g WHERE g.term = q.term "
+        f"AND {gw}) AS x), before.was FROM {_BEFORE}",
+        [*sparams, *sparams, terms, *gparams],
     ).fetchone()
     return float(row[1]), float(row[2]), list(row[3]), str(row[4])
 

@@ -17,7 +17,9 @@ Tables (all in the connection's ``search_path`` schema):
 * ``scope_stats`` / ``term_stats`` (BM25 statistics per concrete namespace),
   ``postings`` / ``term_bounds`` (the keyword side's index and its bounds;
   since version 8 views of ``posting_groups`` and ``term_stats``, see
-  :mod:`actormem.store._pg_groups`), written for new rows by the store's
+  :mod:`actormem.store._pg_groups`; since version 9 ``term_stats`` is a view of
+  ``posting_groups`` too, see :mod:`actormem.store._pg_group_stats`), written for
+  new rows by the store's
   insert path and for updates and deletes by statement-level triggers on
   ``memories``; ``vector_indexes``.
 
@@ -46,6 +48,7 @@ from typing import Any, Final
 
 import structlog
 
+from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._types import SchemaVersionError, StoreError
 
@@ -74,10 +77,13 @@ log = structlog.get_logger(__name__)
 #: transaction too, ``postings_key`` unique (:func:`_postings_written_by_writer`);
 #: **8** -- postings stored by groups (one row per term, namespace and inserted batch),
 #: the bounds kept in ``term_stats``, rows inserted only by the store
-#: (:func:`actormem.store._pg_groups.group_postings`).
+#: (:func:`actormem.store._pg_groups.group_postings`); **9** -- each posting group carries its
+#: document frequency and bounds, ``term_stats`` / ``term_bounds`` become views of the groups
+#: and a batch no longer upserts a statistics row per term
+#: (:func:`actormem.store._pg_group_stats.stats_from_groups`).
 #: A shipped step is never edited: a change to the schema is a new step (a database
 #: already at a version never runs that version's step again).
-PG_SCHEMA_VERSION: Final = 8
+PG_SCHEMA_VERSION: Final = 9
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -225,6 +231,33 @@ _DELTA_TERMS: Final = f"""
     ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df"""
 
 
+_PICK: Final = f"{_NS}, doclen, kind, terms"
+#: Per event, the rows of a statement whose statistics change (``sign`` 1: added, -1: taken
+#: away), read by the statistics' statement triggers (schema v3; v9 keeps them for
+#: ``scope_stats`` only, :mod:`actormem.store._pg_group_stats`).
+STATS_ROWS: Final = {
+    "insert": f"SELECT {_PICK}, 1 AS sign FROM new_rows WHERE {_LIVE}",
+    "delete": f"SELECT {_PICK}, -1 AS sign FROM old_rows WHERE {_LIVE}",
+    # only rows whose statistics can change (not access counters, vectors)
+    "update": """
+        SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.doclen, n.kind, n.terms,
+            1 AS sign FROM new_rows n JOIN old_rows o USING (id)
+        WHERE n.deleted_at IS NULL AND n.superseded_by IS NULL AND (
+            o.deleted_at IS NOT NULL OR o.superseded_by IS NOT NULL
+            OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
+            IS DISTINCT FROM
+            (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))
+        UNION ALL
+        SELECT o.user_id, o.agent_id, o.run_id, o.session_id, o.doclen, o.kind, o.terms,
+            -1 AS sign FROM new_rows n JOIN old_rows o USING (id)
+        WHERE o.deleted_at IS NULL AND o.superseded_by IS NULL AND (
+            n.deleted_at IS NOT NULL OR n.superseded_by IS NOT NULL
+            OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
+            IS DISTINCT FROM
+            (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))""",
+}
+
+
 def _add_stats(conn: Any, dim: int) -> None:
     """Keyword statistics per concrete namespace, kept by statement-level triggers.
 
@@ -265,28 +298,6 @@ def _add_stats(conn: Any, dim: int) -> None:
         WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {_LIVE})
         {_DELTA_TERMS}"""
     )
-    pick = f"{_NS}, doclen, kind, terms"
-    bodies = {
-        "insert": f"SELECT {pick}, 1 AS sign FROM new_rows WHERE {_LIVE}",
-        "delete": f"SELECT {pick}, -1 AS sign FROM old_rows WHERE {_LIVE}",
-        # only rows whose statistics can change (not access counters, vectors)
-        "update": """
-            SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.doclen, n.kind, n.terms,
-                1 AS sign FROM new_rows n JOIN old_rows o USING (id)
-            WHERE n.deleted_at IS NULL AND n.superseded_by IS NULL AND (
-                o.deleted_at IS NOT NULL OR o.superseded_by IS NOT NULL
-                OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
-                IS DISTINCT FROM
-                (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))
-            UNION ALL
-            SELECT o.user_id, o.agent_id, o.run_id, o.session_id, o.doclen, o.kind, o.terms,
-                -1 AS sign FROM new_rows n JOIN old_rows o USING (id)
-            WHERE o.deleted_at IS NULL AND o.superseded_by IS NULL AND (
-                n.deleted_at IS NOT NULL OR n.superseded_by IS NOT NULL
-                OR (n.terms, n.doclen, n.kind, n.user_id, n.agent_id, n.run_id, n.session_id)
-                IS DISTINCT FROM
-                (o.terms, o.doclen, o.kind, o.user_id, o.agent_id, o.run_id, o.session_id))""",
-    }
     statement_triggers(
         conn,
         "stats",
@@ -294,7 +305,7 @@ def _add_stats(conn: Any, dim: int) -> None:
         {
             op: f"WITH d AS ({body}) {_DELTA_SCOPES};\n"
             f"                WITH d AS ({body}) {_DELTA_TERMS};"
-            for op, body in bodies.items()
+            for op, body in STATS_ROWS.items()
         },
     )
     # neighbouring episodes (search context) of a concrete namespace, in order
@@ -518,6 +529,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     5: _writers_declare_version,
     6: _postings_written_by_writer,
     7: group_postings,
+    8: stats_from_groups,
 }
 
 

@@ -6,10 +6,11 @@ pooled connection** (one round trip), built by :func:`collect`:
 
 Statistics
     The scope's live row count, total term count and episode count come from
-    ``scope_stats`` and each query term's document frequency from
-    ``term_stats`` (one row per concrete namespace, kept by triggers, see
-    :mod:`actormem.store._pg_schema`): summing the rows of the namespaces in
-    the scope, never reading the scope's memories.  BM25 uses the searched
+    ``scope_stats`` (one row per concrete namespace, kept by triggers, see
+    :mod:`actormem.store._pg_schema`) and each query term's document
+    frequency from the ``df`` of its ``posting_groups`` rows in the scope
+    (schema v9, :mod:`actormem.store._pg_group_stats`): summing rows of the
+    namespaces in the scope, never reading the scope's memories.  BM25 uses the searched
     scope's statistics, not the whole table's: a tenant's scores never depend
     on another tenant's memories.
 
@@ -314,7 +315,7 @@ def collect(
     ctx_on = context is not None and sum(context) > 0
 
     s = _Sql()
-    # -- statistics (scope_stats / term_stats) ----------------------------------------
+    # -- statistics (scope_stats / posting_groups) --------------------------------------
     s.add(
         "WITH st AS MATERIALIZED (SELECT coalesce(sum(docs), 0)::float8 AS n, "
         "coalesce(sum(doclen), 0)::float8 AS tot, coalesce(sum(episodes), 0) AS eps "
@@ -329,8 +330,9 @@ def collect(
     # the query's terms (qc: count in the query), then the caller's others (qc 0)
     extra = [t for t in dict.fromkeys(df_terms) if t not in qcounts]
     s.add(
+        # (schema v9: a term's statistics are its posting groups' in the scope)
         "df AS MATERIALIZED (SELECT q.i, q.term, q.qc, coalesce((SELECT sum(t.df) FROM "
-        f"term_stats t WHERE t.term = q.term AND {tw}), 0)::float8 AS df "
+        f"posting_groups t WHERE t.term = q.term AND {tw}), 0)::float8 AS df "
         "FROM unnest(%s::text[], %s::int[]) WITH ORDINALITY AS q(term, qc, i)), ",
         *tparams,
         qterms + extra,

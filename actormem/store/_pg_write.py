@@ -18,7 +18,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._pg_groups import GROUP_SETTING, new_groups_sql
+from actormem.store._pg_group_stats import groups_sql
+from actormem.store._pg_groups import GROUP_SETTING
 from actormem.store._pg_search import term_counts
 from actormem.store._records import Change, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
@@ -39,6 +40,7 @@ __all__ = [
 F32 = npt.NDArray[np.float32]
 
 _NS: Final = "user_id, agent_id, run_id, session_id"
+_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 _INSERT_COLUMNS: Final = (
     "id, user_id, agent_id, run_id, session_id, kind, content, content_hash, embedding, "
     "importance, tags, source_ids, created_at, updated_at, last_accessed, access_count, "
@@ -147,8 +149,10 @@ def add_insert_stats(
 
     Updates and deletes are handled by statement triggers (schema v3 and v4);
     new rows are added here since schema v5 (statistics), v7 (postings and
-    their bounds) and v8 (posting groups, bounds in ``term_stats``, and other
-    inserts refused: :mod:`actormem.store._pg_groups`).  A trigger on inserts needs the
+    their bounds), v8 (posting groups, bounds in ``term_stats``, and other
+    inserts refused: :mod:`actormem.store._pg_groups`) and v9 (document
+    frequencies and bounds in the groups, no ``term_stats`` rows:
+    :mod:`actormem.store._pg_group_stats`).  A trigger on inserts needs the
     inserted rows as a transition table, which makes PostgreSQL store each
     copied row on its own instead of in multi-row batches and queue a copy of
     it for the trigger: measured at 50k rows, a 1,000-row insert took 28 ms
@@ -161,9 +165,10 @@ def add_insert_stats(
 
     The statistics, the postings and the history rows go in one statement (its
     parts are common table expressions) instead of three round trips and a
-    second ``COPY`` that sent every memory's content again; the history rows
-    are read from the copied rows, in the order of ``added``, so their
-    ``seq`` follows the batch as before.
+    second ``COPY`` that sent every memory's content again; the copied rows
+    are read back once (one primary-key lookup per row) for both, and the
+    history rows are written in the order of ``added``, so their ``seq``
+    follows the batch as before.
     """
     # arrays go as literals built here: psycopg's list adapter quoted them element
     # by element (as much client time as encoding the rows)
@@ -188,27 +193,34 @@ def add_insert_stats(
             _int_array_text(stats.scopes[k][1] for k in keys),
             _int_array_text(stats.scopes[k][2] for k in keys),
         ]
+    ids = [*added, *sorted(set(stats.ids).difference(added))]
+    if ids:
+        # the batch's rows, read back once by primary key for the history and the postings
+        parts.insert(
+            0,
+            (
+                "r",
+                f"SELECT {_NS}, id, pgrp, doclen, terms, tfs, content, {_LIVE} AS live "
+                "FROM memories WHERE id = ANY(%s::text[])",
+            ),
+        )
+        params.insert(0, array_text(ids))
     if added:
         parts.append(
             (
                 "h",
                 f"INSERT INTO history (id, memory_id, {_NS}, op, old_content, new_content, ts, "
-                f"reason) SELECT %s::text || (u.o - 1), m.id, {_NS}, 'ADD', NULL, m.content, "
+                f"reason) SELECT %s::text || (u.o - 1), r.id, {_NS}, 'ADD', NULL, r.content, "
                 "%s::int8, '' FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, o) "
-                "JOIN memories m USING (id) ORDER BY u.o",
+                "JOIN r USING (id) ORDER BY u.o",
             )
         )
         params += [uuid.uuid4().hex + "-", us(now), array_text(added)]
     if stats.ids:
-        # the postings, one group row per term and namespace, built by the server from
-        # the rows just copied (read back by primary key), and from the same
-        # aggregation each term's statistics and bounds (counted in Python and sent as
-        # arrays, they cost the client as much as encoding the rows)
-        posted = (
-            f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM memories WHERE id = ANY(%s::text[])"
-        )
-        sql = new_groups_sql(posted, "".join(f"{n} AS ({q}), " for n, q in parts))
-        params.append(array_text(sorted(stats.ids)))
+        # the postings, one group row per term and namespace with its document
+        # frequency and bounds (schema v9), built by the server from the rows just copied
+        sql = "WITH " + ", ".join(f"{n} AS ({q})" for n, q in parts) + " "
+        sql += groups_sql(f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM r WHERE live")
     elif parts:
         # no live row: the last part is the statement, the others its expressions
         *first, (_, sql) = parts

@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from actormem.store import _pg_groups as groups_v8
 from actormem.store import _pg_schema as schema
 from actormem.store._pg_search import term_counts
 from actormem.store._records import jsonb_text, us
 
-__all__ = ["as_old_writer", "insert_rows_v3", "insert_rows_v7"]
+__all__ = ["as_old_writer", "insert_rows_v3", "insert_rows_v7", "insert_rows_v8"]
 
 _NS = "user_id, agent_id, run_id, session_id"
 _COLUMNS = (
@@ -88,6 +89,25 @@ def insert_rows_v7(conn: Any, inserts: Sequence[tuple[Any, Any]]) -> None:
     conn.execute(d + schema._DELTA_TERMS, (ids,))
     conn.execute(schema.post_sql(rows), (ids,))
     conn.execute(schema.bound_sql(rows), (ids,))
+
+
+def insert_rows_v8(conn: Any, inserts: Sequence[tuple[Any, Any]]) -> None:
+    """Version 8: the batch's posting group declared, the rows, then their statistics
+    (``scope_stats``, the table ``term_stats`` with its bounds) and posting groups
+    written by the inserting transaction."""
+    conn.execute(
+        "SELECT set_config(%s, nextval('posting_group_seq')::text, true)",
+        (groups_v8.GROUP_SETTING,),
+    )
+    ids = _insert(conn, inserts)
+    if not ids:
+        return
+    rows = f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM memories WHERE id = ANY(%s)"
+    d = f"WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE id = ANY(%s))"
+    conn.execute(d + schema._DELTA_SCOPES, (ids,))
+    conn.execute(d + schema._DELTA_TERMS, (ids,))
+    conn.execute(groups_v8.groups_sql(rows), (ids,))
+    conn.execute(groups_v8.raise_bounds_sql(rows), (ids,))
 
 
 def as_old_writer(store: Any, insert: Any) -> Any:

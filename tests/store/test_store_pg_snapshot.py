@@ -160,9 +160,10 @@ def test_a_term_without_bounds_is_bounded_by_its_weight(
     rows += [f"common y{i}" for i in range(44)] + [f"z{i} q" for i in range(135)]
     a.add_many(ns, rows, dedup=False)
     with psycopg.connect(a.dsn, autocommit=True) as conn:
-        # (since schema v8 the bounds are columns of term_stats: their defaults)
+        # (since schema v9 the bounds are columns of the posting groups: the loosest
+        # values, those v8 gave a statistics row without bounds of its own)
         conn.execute(
-            "UPDATE term_stats SET max_tf = DEFAULT, min_doclen = DEFAULT WHERE term = 'common'"
+            "UPDATE posting_groups SET max_tf = 2147483647, min_doclen = 0 WHERE term = 'common'"
         )
         terms = tokenize("rare common")
         # (with a bound as if its count were 1 and its length 0, "common" was skipped
