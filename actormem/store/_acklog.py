@@ -4,8 +4,8 @@ Why: a DuckDB commit of one small write costs 3-15 ms here (parsing,
 binding, the WAL sync and DuckDB's own bookkeeping), twenty to fifty times the
 disk's ``fsync``.  So a small write of a DuckDB store (a single ``add``, a
 keyed fact, a group commit of a few namespaces) is acknowledged once its
-record -- the literal SQL statements that write it, with its commit number --
-is appended to ``<database>.acklog`` and ``fdatasync``'ed (one sync for all
+record -- the values it writes (:mod:`actormem.store._wire`), with its
+commit number -- is appended to ``<database>.acklog`` and ``fdatasync``'ed (one sync for all
 the writers of a group commit); the store's index has it at once, and a
 background applier moves the pending records into DuckDB in one transaction
 that also sets ``store_meta.commit_seq`` to the last record's number.  After
@@ -18,14 +18,19 @@ export, the journal's tables) and every write that goes there directly
 first applies the pending records, under the writer lock, so it sees every
 acknowledged write.
 
-Format: a header -- a fixed line (``actormem-acklog 3 <store_id>\\n``) naming
+Format: a header -- a fixed line (``actormem-acklog 4 <store_id>\\n``) naming
 the database it belongs to, then the *base* (u64: every record numbered at
 or below it is in DuckDB) and its CRC-32 -- then records
 ``<len:u32><seq:u64><head_crc:u32><crc:u32><payload>`` (little-endian;
 ``head_crc`` covers the length and the commit number, ``crc`` the commit
-number and the payload, UTF-8 SQL).  Logs of the earlier formats are still
-read: ``actormem-acklog 2`` (no base, records right after the line) and
-``actormem-acklog 1`` (no header checksum in records either).
+number and the payload: the write's values packed by msgspec, whose SQL the
+applier and the replay write).  Logs of the earlier formats are still read
+and replayed: ``actormem-acklog 3`` (the same layout, payloads of UTF-8 SQL
+text), ``actormem-acklog 2`` (no base, records right after the line) and
+``actormem-acklog 1`` (no header checksum in records either).  An actormem
+older than format 4 refuses a format-4 log (it holds acknowledged writes it
+cannot read); a clean close leaves the header of format 3 with no record,
+which older versions open.
 
 Space ahead: the file is kept larger than its records -- zeros written and
 synced at open (:data:`ROOM`) and whenever the records outgrow them -- and
@@ -90,15 +95,28 @@ import structlog
 
 from actormem._special_files import check_regular
 from actormem.store._acklog_sync import BackgroundSync
-from actormem.store._duckdb_sql import lit
+from actormem.store._duckdb_rows import write_statements
+from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._schema import read_meta
 from actormem.store._types import StoreError
+from actormem.store._wire import WireError, decode_write
 
-__all__ = ["MAX_RECORD", "REJECTED", "AckLog", "apply_one", "quarantine", "replay"]
+__all__ = [
+    "MAX_RECORD",
+    "REJECTED",
+    "AckLog",
+    "apply_one",
+    "encode",
+    "frame",
+    "quarantine",
+    "replay",
+]
 
 log = structlog.get_logger(__name__)
 
-_MAGIC: Final = b"actormem-acklog 3 "
+_MAGIC: Final = b"actormem-acklog 4 "
+#: The third format (the same header; records hold SQL text, not values): still read.
+_MAGIC_V3: Final = b"actormem-acklog 3 "
 #: The second format (no base field, records right after the line): still read.
 _MAGIC_V2: Final = b"actormem-acklog 2 "
 #: The first format (no header checksum): still read, never written.
@@ -123,21 +141,45 @@ _DSYNC: Final = getattr(os, "RWF_DSYNC", None)
 
 @dataclass(frozen=True)
 class LogRecord:
-    """One acknowledged write: its commit number and its SQL statements."""
+    """One acknowledged write: its commit number and its payload.
+
+    ``sql``: the payload is SQL text (formats 1-3); else the write's values
+    (format 4, :mod:`actormem.store._wire`).
+    """
 
     seq: int
-    payload: str
+    payload: bytes
+    sql: bool = False
+
+    def statements(self) -> str:
+        """The record's SQL.
+
+        Raises:
+            StoreError: A format-4 payload that does not decode.
+        """
+        try:
+            if self.sql:
+                return self.payload.decode("utf-8")
+            return ";\n".join(write_statements(decode_write(self.payload)))
+        except (WireError, UnsafeLiteral, UnicodeDecodeError) as exc:
+            raise StoreError(
+                f"record #{self.seq} of the acknowledgement log is unreadable: {exc}"
+            ) from exc
 
 
 def _crc(seq: int, payload: bytes) -> int:
     return zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) & 0xFFFFFFFF
 
 
-def encode(seq: int, statements: list[str]) -> bytes:
-    """One record of the log."""
-    payload = ";\n".join(statements).encode("utf-8")
+def frame(seq: int, payload: bytes) -> bytes:
+    """One record of the log: its header, then ``payload``."""
     head = struct.pack("<IQ", len(payload), seq)
     return head + struct.pack("<II", zlib.crc32(head), _crc(seq, payload)) + payload
+
+
+def encode(seq: int, statements: list[str]) -> bytes:
+    """One record of formats 2 and 3: SQL statements (read, no longer written)."""
+    return frame(seq, ";\n".join(statements).encode("utf-8"))
 
 
 def _record_at(raw: bytes, pos: int, v1: bool) -> tuple[int, int, bytes] | str:
@@ -342,7 +384,7 @@ class AckLog:
             return None, []
         except OSError as exc:
             raise StoreError(f"cannot read the acknowledgement log {self.path}: {exc}") from exc
-        magic_ok = any(raw.startswith(m) for m in (_MAGIC, _MAGIC_V2, _MAGIC_V1))
+        magic_ok = any(raw.startswith(m) for m in (_MAGIC, _MAGIC_V3, _MAGIC_V2, _MAGIC_V1))
         if not magic_ok and raw.startswith(b"actormem-acklog "):
             # A format this version cannot read (a newer actormem wrote it): its
             # records are acknowledged writes, so never advise moving it aside.
@@ -350,7 +392,7 @@ class AckLog:
             raise StoreError(
                 f"{self.path} is an acknowledgement log of format "
                 f"{version.decode('ascii', 'replace')}, newer than this actormem reads "
-                f"(format 3): open the store with the actormem that wrote it (or a newer one) "
+                f"(format 4): open the store with the actormem that wrote it (or a newer one) "
                 "so that its acknowledged writes are applied; do not move it aside"
             )
         if len(raw) < _LINE_LEN or not magic_ok or raw[_LINE_LEN - 1] != 10:
@@ -361,9 +403,10 @@ class AckLog:
                 "changed. Move it aside to open the store without it."
             )
         v1 = raw.startswith(_MAGIC_V1)
+        sql = not raw.startswith(_MAGIC)
         store_id = raw[len(_MAGIC) : _LINE_LEN - 1].decode("ascii", "replace")
         base, pos = 0, _LINE_LEN
-        if raw.startswith(_MAGIC):
+        if raw.startswith((_MAGIC, _MAGIC_V3)):
             pos = _HEADER_LEN
             if len(raw) >= _HEADER_LEN:
                 value, crc = _BASE.unpack_from(raw, _LINE_LEN)
@@ -376,7 +419,7 @@ class AckLog:
                 found[0] == records[-1].seq + 1 if records else found[0] > base
             ):
                 seq, end, payload = found
-                records.append(LogRecord(seq, payload.decode("utf-8")))
+                records.append(LogRecord(seq, payload, sql))
                 pos = end
                 continue
             # The chain ends here.  If an intact record numbered after its last one
@@ -574,6 +617,10 @@ class AckLog:
             try:
                 if remove:
                     os.ftruncate(fd, _HEADER_LEN)
+                    # No record left: the header says format 3 (same layout), so an
+                    # older actormem opens a cleanly closed store; the next open
+                    # here writes format 4 again.
+                    os.pwrite(fd, _MAGIC_V3, 0)
                     os.fsync(fd)
                     self.size = 0
             except OSError as exc:  # the records stay; replay skips them by number
@@ -624,10 +671,11 @@ def replay(cur: Any, acklog: AckLog, path: str) -> int:
                 "was changed."
             )
         expected += 1
+    sql = {r.seq: r.statements() for r in todo}  # all readable, or nothing is applied
     script = ";\n".join(
         [
             "BEGIN TRANSACTION",
-            *(r.payload for r in todo),
+            *sql.values(),
             f"UPDATE store_meta SET value = {lit(str(todo[-1].seq))} WHERE key = 'commit_seq'",
             "COMMIT",
         ]
@@ -641,7 +689,7 @@ def replay(cur: Any, acklog: AckLog, path: str) -> int:
         # and the others are applied; any other failure refuses the open.
         for r in todo:
             try:
-                apply_one(cur, r.seq, r.payload, acklog.path, path)
+                apply_one(cur, r.seq, sql[r.seq], acklog.path, path)
             except Exception as exc:
                 raise StoreError(
                     f"{path}: applying acknowledged write #{r.seq} from {acklog.path} "

@@ -78,32 +78,52 @@ SINGLE_THREAD_MAX_ROWS: Final = 32_768
 SPLIT_FREE_WORK: Final = 262_144
 
 _lock = threading.Lock()
-_controller: ThreadpoolController | None = None
-_limiter: Any = None
+#: threadpoolctl's controllers of the process's BLAS libraries (found once).
+_libs: list[Any] | None = None
+#: The libraries set to one thread by the outermost limit, with their setting before.
+_saved: list[tuple[Any, int]] = []
 _depth = 0
 
 
 def _start_limit() -> None:
-    global _controller, _limiter, _depth
+    """Set every BLAS library to one thread, keeping what it had (outermost call only).
+
+    Through threadpoolctl's controller of each library (its ``num_threads``
+    and ``set_num_threads``), not ``ThreadpoolController.limit``: that builds
+    a limiter and reads every library's full info per call, ~30 us here,
+    which a single write's near-duplicate check paid for a ~30 us product.
+    """
+    global _libs, _depth
     with _lock:
         if _depth == 0:
             try:
-                if _controller is None:
-                    _controller = ThreadpoolController()
-                _limiter = _controller.limit(limits=1, user_api="blas")
+                if _libs is None:
+                    _libs = [
+                        lib
+                        for lib in ThreadpoolController().lib_controllers
+                        if lib.user_api == "blas"
+                    ]
+                for lib in _libs:
+                    before = lib.num_threads
+                    if before != 1:
+                        lib.set_num_threads(1)
+                        _saved.append((lib, before))
             except Exception as exc:  # pragma: no cover - an exotic BLAS build
                 log.debug("store.blas_limit_failed", error=str(exc))
-                _limiter = None
         _depth += 1
 
 
 def _end_limit() -> None:
-    global _limiter, _depth
+    global _depth
     with _lock:
         _depth -= 1
-        if _depth == 0 and _limiter is not None:
-            _limiter.restore_original_limits()
-            _limiter = None
+        if _depth == 0:
+            while _saved:
+                lib, before = _saved.pop()
+                try:
+                    lib.set_num_threads(before)
+                except Exception as exc:  # pragma: no cover - an exotic BLAS build
+                    log.debug("store.blas_restore_failed", error=str(exc))
 
 
 @contextmanager

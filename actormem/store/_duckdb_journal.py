@@ -318,7 +318,7 @@ class DuckDBJournal:
             with self._write_lock:
                 self._check_open()
                 if self._logged:
-                    pending = "\n".join(s for e in self._logged for s in e.payload())
+                    pending = "\n".join(e.journal_text() for e in self._logged)
                     if any(i in pending for i in ids):  # one names an entry: apply it first
                         self._drain()
                         row = None

@@ -23,38 +23,40 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import duckdb
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import structlog
 
 from actormem._pace import mark_background
 from actormem.store._acklog import MAX_RECORD as LOG_RECORD_MAX
-from actormem.store._acklog import REJECTED, AckLog, apply_one, encode
+from actormem.store._acklog import REJECTED, AckLog, apply_one, frame
 from actormem.store._commits import CommitRecord
 from actormem.store._duckdb_rows import (
     HISTORY_HEAD,
     INSERT_HEAD,
     LITERAL_INSERTS,
-    LOG_HEAD,
     SMALL_BATCH,
-    STATE_HEAD,
-    STATE_TAIL,
+    change_sql,
     execute_insert,
-    history_values,
+    history_row,
     insert_table,
-    insert_values,
-    update_sql,
+    journal_statements,
+    memory_row,
+    write_statements,
 )
-from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._duckdb_sql import lit
 from actormem.store._index import MemoryIndex
 from actormem.store._records import Batch
 from actormem.store._types import InvalidMemoryError, MemoryRecord, StoreError
+from actormem.store._wire import WireError, WireWrite, encode_write, literal_safe, wire_write
 
 __all__ = ["APPLY_DELAY", "APPLY_MAX", "DuckDBLogged", "Logged"]
 
@@ -76,13 +78,17 @@ LOG_MAX: Final = 16 * 1024 * 1024
 
 @dataclass
 class Logged:
-    """An acknowledged write not yet in DuckDB."""
+    """An acknowledged write not yet in DuckDB.
+
+    ``write``: its memories, changes and history rows as values (what the
+    log's record holds, :mod:`actormem.store._wire`); their SQL is written
+    when the applier needs it.  ``inserts`` keeps the inserted records and
+    vectors themselves for the applier's Arrow table.
+    """
 
     seq: int
+    write: WireWrite | None = None
     inserts: list[tuple[MemoryRecord, F32]] = field(default_factory=list)
-    insert_rows: list[str] = field(default_factory=list)
-    updates: list[str] = field(default_factory=list)
-    history_rows: list[str] = field(default_factory=list)
     statements: list[str] = field(default_factory=list)
     #: The journal's activity log rows (literal value tuples, :data:`LOG_HEAD`).
     log_rows: list[str] = field(default_factory=list)
@@ -91,28 +97,43 @@ class Logged:
     state_rows: dict[str, str] = field(default_factory=dict)
     #: The memories it writes (for the index's since-file; none for journal statements).
     ids: list[str] = field(default_factory=list)
+    _data: bytes | None = None
+
+    def wire(self) -> WireWrite:
+        """Everything the record writes, as values."""
+        if self.write is not None and not (self.log_rows or self.state_rows or self.statements):
+            return self.write
+        return msgspec.structs.replace(
+            self.write or WireWrite(0.0),
+            log_rows=self.log_rows,
+            state_rows=list(self.state_rows.items()),
+            statements=self.statements,
+        )
+
+    def data(self) -> bytes:
+        """The log record's payload (format 4), encoded once.
+
+        Raises:
+            InvalidMemoryError: A text is not valid Unicode (nothing is written).
+            WireError: The write would not read back (it takes the direct path).
+        """
+        if self._data is None:
+            try:
+                self._data = encode_write(self.wire())
+            except UnicodeEncodeError as exc:  # a lone surrogate in some text: not storable
+                raise InvalidMemoryError(
+                    f"a text of this write cannot be stored (not valid Unicode: {exc}); "
+                    "nothing was written"
+                ) from exc
+        return self._data
 
     def payload(self) -> list[str]:
         """The record's statements in the order the direct path runs them."""
-        out: list[str] = []
-        if self.insert_rows:
-            out.append(INSERT_HEAD + ", ".join(self.insert_rows))
-        out.extend(self.updates)
-        if self.history_rows:
-            out.append(HISTORY_HEAD + ", ".join(self.history_rows))
-        out.extend(journal_statements(self.log_rows, self.state_rows))
-        out.extend(self.statements)
-        return out
+        return write_statements(self.wire())
 
-
-def journal_statements(log_rows: list[str], state_rows: dict[str, str]) -> list[str]:
-    """One insert of ``log_rows`` and one upsert of ``state_rows`` (when there are any)."""
-    out: list[str] = []
-    if log_rows:
-        out.append(LOG_HEAD + ", ".join(log_rows))
-    if state_rows:
-        out.append(STATE_HEAD + ", ".join(state_rows.values()) + STATE_TAIL)
-    return out
+    def journal_text(self) -> str:
+        """The journal rows and statements it writes, as text (to look for an entry's id)."""
+        return "\n".join([*self.log_rows, *self.state_rows.values(), *self.statements])
 
 
 def _merged_statements(pending: list[Logged]) -> list[str]:
@@ -135,10 +156,10 @@ def _merged_statements(pending: list[Logged]) -> list[str]:
             state_rows.pop(key, None)  # re-inserted last: the values keep their order
             state_rows[key] = row
         if e.statements:
-            out.extend(journal_statements(log_rows, state_rows))
+            out.extend(journal_statements(log_rows, state_rows.values()))
             out.extend(e.statements)
             log_rows, state_rows = [], {}
-    out.extend(journal_statements(log_rows, state_rows))
+    out.extend(journal_statements(log_rows, state_rows.values()))
     return out
 
 
@@ -269,20 +290,21 @@ class DuckDBLogged:
         for mid in ids:
             if ids.count(mid) > 1 or self._index.row_of(mid) is not None:
                 raise StoreError(f"a memory with id {mid!r} already exists in {self.path}")
+        write = wire_write(batch, now)
+        if not literal_safe(write, self._dim):
+            return None  # a value with no SQL literal: bound through Arrow directly
+        entry = Logged(
+            seq=self._seq + 1,
+            write=write,
+            inserts=list(batch.inserts),
+            ids=[*ids, *batch.changes, *batch.removed],
+        )
         try:
-            entry = Logged(
-                seq=self._seq + 1,
-                inserts=list(batch.inserts),
-                insert_rows=insert_values(
-                    self._dim, [r for r, _ in batch.inserts], [v for _, v in batch.inserts]
-                ),
-                updates=[update_sql(self._dim, c) for c in batch.changes.values()],
-                history_rows=history_values(batch.history, now) if batch.history else [],
-                ids=[*ids, *batch.changes, *batch.removed],
-            )
-        except UnsafeLiteral:
+            size = len(entry.data())
+        except WireError as exc:
+            log.warning("store.write_not_logged", path=self.path, error=str(exc))
             return None
-        return None if _too_large(entry.payload()) else entry
+        return None if size + 1024 > LOG_RECORD_MAX else entry
 
     def _append_logged(self, entry: Logged, *, sync: bool = True) -> None:
         """Append ``entry`` to the log and sync it: from here on it is acknowledged.
@@ -294,13 +316,7 @@ class DuckDBLogged:
         assert self._acklog is not None
         if len(self._logged) >= APPLY_MAX or self._acklog.size >= LOG_MAX:
             self._drain()
-        try:
-            data = encode(entry.seq, entry.payload())
-        except UnicodeEncodeError as exc:  # a lone surrogate in some text: not storable
-            raise InvalidMemoryError(
-                f"a text of this write cannot be stored (not valid Unicode: {exc}); "
-                "nothing was written"
-            ) from exc
+        data = frame(entry.seq, entry.data())
         self._note_commit(entry.seq, entry.ids)  # before the record: see _index_since
         with self._logged_lock:  # not while the applier cuts the log
             self._acklog.append(data, sync=sync)
@@ -399,13 +415,19 @@ class DuckDBLogged:
     def _apply(self, cur: Any, pending: list[Logged]) -> None:
         """Commit ``pending`` into DuckDB in one transaction on ``cur``."""
         inserts = [ins for e in pending for ins in e.inserts]
+        writes = [e.write for e in pending if e.write is not None]
         script: list[str] = []
         arrow = len(inserts) > LITERAL_INSERTS
         if inserts and not arrow:
-            script.append(INSERT_HEAD + ", ".join(r for e in pending for r in e.insert_rows))
-        script.extend(u for e in pending for u in e.updates)
-        history = [h for e in pending for h in e.history_rows]
-        if history:
+            rows = [memory_row(m, self._dim) for w in writes for m in w.inserts]
+            script.append(INSERT_HEAD + ", ".join(rows))
+        script.extend(change_sql(c, self._dim) for w in writes for c in w.changes)
+        if any(w.history for w in writes):
+            prefix = uuid.uuid4().hex  # one per step: the rows' ids are unique in it
+            history = [
+                history_row(h, f"{prefix}-{i}", w.now)
+                for i, (w, h) in enumerate((w, h) for w in writes for h in w.history)
+            ]
             script.append(HISTORY_HEAD + ", ".join(history))
         script.extend(_merged_statements(pending))
         touches, touch_sql = self._touches_for(pending)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,15 @@ import pyarrow as pa
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql, vector_lit
 from actormem.store._records import Batch, Change, json_text, strs_json, us
 from actormem.store._types import MemoryRecord, Namespace
+from actormem.store._wire import (
+    WireChange,
+    WireHistory,
+    WireMemory,
+    WireWrite,
+    wire_change,
+    wire_history,
+    wire_memory,
+)
 
 __all__ = [
     "HISTORY_HEAD",
@@ -33,8 +42,10 @@ __all__ = [
     "STATE_HEAD",
     "STATE_TAIL",
     "Tables",
+    "change_sql",
     "execute_history",
     "execute_insert",
+    "history_row",
     "history_sql",
     "history_table",
     "history_values",
@@ -42,11 +53,14 @@ __all__ = [
     "insert_sql",
     "insert_table",
     "insert_values",
+    "journal_statements",
+    "memory_row",
     "small_statements",
     "touches_sql",
     "ts_array",
     "update_rows",
     "update_sql",
+    "write_statements",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -294,35 +308,38 @@ def insert_values(dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F
     Raises:
         UnsafeLiteral: A value cannot be written as a literal.
     """
-    rows = []
-    for r, v in zip(records, vectors, strict=True):
-        key = r.namespace.key()
-        rows.append(
-            row_sql(
-                [
-                    lit(r.id),
-                    lit(key[0]),
-                    lit(key[1]),
-                    lit(key[2]),
-                    lit(key[3]),
-                    lit(r.kind),
-                    lit(r.content),
-                    lit(r.content_hash),
-                    vector_lit(v, dim),
-                    lit(float(r.importance)),
-                    lit(strs_json(r.tags)),
-                    lit(strs_json(r.source_ids)),
-                    _ts_lit(r.created_at),
-                    _ts_lit(r.updated_at),
-                    _ts_lit(r.last_accessed),
-                    lit(int(r.access_count)),
-                    lit(r.superseded_by),
-                    _ts_lit(r.deleted_at),
-                    f"CAST({lit(json_text(r.metadata))} AS JSON)",
-                ]
-            )
-        )
-    return rows
+    return [memory_row(wire_memory(r, v), dim) for r, v in zip(records, vectors, strict=True)]
+
+
+def memory_row(m: WireMemory, dim: int) -> str:
+    """One ``(...)`` row of ``memories`` (:data:`INSERT_HEAD`'s columns) from its values.
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
+    return row_sql(
+        [
+            lit(m.id),
+            lit(m.user_id),
+            lit(m.agent_id),
+            lit(m.run_id),
+            lit(m.session_id),
+            lit(m.kind),
+            lit(m.content),
+            lit(m.content_hash),
+            vector_lit(np.frombuffer(m.vector, dtype=np.float32), dim),
+            lit(float(m.importance)),
+            lit(strs_json(m.tags)),
+            lit(strs_json(m.source_ids)),
+            _ts_lit(m.created_at),
+            _ts_lit(m.updated_at),
+            _ts_lit(m.last_accessed),
+            lit(int(m.access_count)),
+            lit(m.superseded_by),
+            _ts_lit(m.deleted_at),
+            f"CAST({lit(m.metadata)} AS JSON)",
+        ]
+    )
 
 
 def update_sql(dim: int, change: Change) -> str:
@@ -331,7 +348,16 @@ def update_sql(dim: int, change: Change) -> str:
     Raises:
         UnsafeLiteral: A value cannot be written as a literal.
     """
-    r = change.record
+    return change_sql(wire_change(change), dim)
+
+
+def change_sql(change: WireChange, dim: int) -> str:
+    """:func:`update_sql` from the change's values.
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
+    r = change.memory
     sets = [
         f"kind = {lit(r.kind)}",
         f"content = {lit(r.content)}",
@@ -343,10 +369,10 @@ def update_sql(dim: int, change: Change) -> str:
         f"access_count = least(access_count + {lit(int(change.access_delta))}, 9007199254740991)",
         f"superseded_by = {lit(r.superseded_by)}",
         f"deleted_at = {_ts_lit(r.deleted_at)}",
-        f"metadata = CAST({lit(json_text(r.metadata))} AS JSON)",
+        f"metadata = CAST({lit(r.metadata)} AS JSON)",
     ]
-    if change.content_vector is not None:
-        sets.append(f"embedding = {vector_lit(change.content_vector, dim)}")
+    if r.vector:
+        sets.append(f"embedding = {vector_lit(np.frombuffer(r.vector, dtype=np.float32), dim)}")
     return f"UPDATE memories SET {', '.join(sets)} WHERE id = {lit(r.id)}"
 
 
@@ -370,27 +396,69 @@ def history_values(
         UnsafeLiteral: A value cannot be written as a literal.
     """
     prefix = uuid.uuid4().hex
-    values = []
-    for i, (mid, ns, op, old, new, reason) in enumerate(rows):
-        key = ns.key()
-        values.append(
-            row_sql(
-                [
-                    lit(f"{prefix}-{i}"),
-                    lit(mid),
-                    lit(key[0]),
-                    lit(key[1]),
-                    lit(key[2]),
-                    lit(key[3]),
-                    lit(op),
-                    lit(old),
-                    lit(new),
-                    _ts_lit(now),
-                    lit(reason),
-                ]
+    return [history_row(h, f"{prefix}-{i}", now) for i, h in enumerate(wire_history(rows))]
+
+
+def history_row(h: WireHistory, row_id: str, now: float) -> str:
+    """One ``(...)`` row of ``history`` (:data:`HISTORY_HEAD`'s columns).
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal.
+    """
+    return row_sql(
+        [
+            lit(row_id),
+            lit(h.memory_id),
+            lit(h.user_id),
+            lit(h.agent_id),
+            lit(h.run_id),
+            lit(h.session_id),
+            lit(h.op),
+            lit(h.old_content),
+            lit(h.new_content),
+            _ts_lit(now),
+            lit(h.reason),
+        ]
+    )
+
+
+def journal_statements(log_rows: Sequence[str], state_rows: Iterable[str]) -> list[str]:
+    """One insert of ``log_rows`` and one upsert of ``state_rows`` (when there are any)."""
+    out: list[str] = []
+    if log_rows:
+        out.append(LOG_HEAD + ", ".join(log_rows))
+    states = list(state_rows)
+    if states:
+        out.append(STATE_HEAD + ", ".join(states) + STATE_TAIL)
+    return out
+
+
+def write_statements(write: WireWrite, dim: int | None = None) -> list[str]:
+    """The statements of one logged write, in the order the direct path runs them.
+
+    ``dim``: the store's vector size (default: each vector's own).
+
+    Raises:
+        UnsafeLiteral: A value cannot be written as a literal (never for a
+            write that passed :func:`~actormem.store._wire.literal_safe`).
+    """
+    out: list[str] = []
+    if write.inserts:
+        out.append(
+            INSERT_HEAD + ", ".join(memory_row(m, dim or len(m.vector) // 4) for m in write.inserts)
+        )
+    out.extend(change_sql(c, dim or len(c.memory.vector) // 4) for c in write.changes)
+    if write.history:
+        prefix = uuid.uuid4().hex
+        out.append(
+            HISTORY_HEAD
+            + ", ".join(
+                history_row(h, f"{prefix}-{i}", write.now) for i, h in enumerate(write.history)
             )
         )
-    return values
+    out.extend(journal_statements(write.log_rows, (row for _, row in write.state_rows)))
+    out.extend(write.statements)
+    return out
 
 
 #: Inserts up to this many rows carry their vectors as literals; larger ones go

@@ -334,9 +334,12 @@ class DuckDBWrites:
             if change.access_delta:  # a merge: the survivor absorbed the loser's count
                 index.add_access(rec.id, change.access_delta)
         if batch.inserts:
-            index.add(
-                [r for r, _ in batch.inserts], np.stack([v for _, v in batch.inserts]), prepared
+            vectors = (
+                batch.inserts[0][1][None, :]
+                if len(batch.inserts) == 1
+                else np.stack([v for _, v in batch.inserts])
             )
+            index.add([r for r, _ in batch.inserts], vectors, prepared)
             # deleted or superseded rows (an import) are kept in the file, not searchable
             dead = [r.id for r, _ in batch.inserts if not r.alive]
             if dead:

@@ -169,15 +169,21 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                         tag_rows.append(row)
             self._kind[start:end] = kinds
             self._doclen[start:end] = prepared.doclen
-            self._total_len += float(prepared.doclen.sum())
+            self._total_len += (
+                float(prepared.doclen[0]) if count == 1 else float(prepared.doclen.sum())
+            )
             self._importance[start:end] = [r.importance for r in records]
             self._access[start:end] = [r.access_count for r in records]
             self._last[start:end] = [r.last_accessed for r in records]
             self._created[start:end] = [r.created_at for r in records]
             for code4_key, rows_of_ns in by_ns.items():
-                self._ns[:, np.asarray(rows_of_ns, dtype=np.int64)] = np.asarray(
-                    code4_key, dtype=np.int32
-                )[:, None]
+                if len(rows_of_ns) == 1:  # a single write: four scalar stores, no fancy index
+                    for field in range(4):
+                        self._ns[field, rows_of_ns[0]] = code4_key[field]
+                else:
+                    self._ns[:, np.asarray(rows_of_ns, dtype=np.int64)] = np.asarray(
+                        code4_key, dtype=np.int32
+                    )[:, None]
                 for field in range(4):
                     posting_rows = self._ns_rows[field].get(code4_key[field])
                     if posting_rows is None:

@@ -73,8 +73,12 @@ class ScopeSearch(IndexRows):
             return found
         rows = np.frombuffer(base, dtype=np.int64).copy()
         keep = self._alive[rows]
-        for _, field, code in sizes[1:]:
-            keep &= self._ns[field, rows] == code
+        if len(fields) == len(self._ns):  # an exact key: one gather of every field's codes
+            codes = np.array([code for _, code in sorted(fields)], dtype=self._ns.dtype)
+            keep &= (self._ns[:, rows] == codes[:, None]).all(axis=0)
+        else:
+            for _, field, code in sizes[1:]:
+                keep &= self._ns[field, rows] == code
         result: I64 = rows[keep]
         return result
 

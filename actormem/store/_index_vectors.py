@@ -144,6 +144,9 @@ def _runs(rows: I64) -> list[tuple[int, int]] | None:
     """``rows`` as at most :data:`_MAX_RUNS` ``[start, end)`` runs of consecutive rows, or None."""
     if rows.size == 0:
         return None
+    first, last = int(rows[0]), int(rows[-1])
+    if last - first + 1 == rows.size and bool((rows[1:] > rows[:-1]).all()):
+        return [(first, last + 1)]  # one run: a namespace written in order
     breaks = np.flatnonzero(np.diff(rows) != 1)
     if breaks.size >= _MAX_RUNS:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,19 @@ class PlanView(Protocol):
         """The live memories inside the scope ``namespace``."""
 
 
+#: New memories' ids: 128 random bits each from a generator seeded by the system
+#: (again in a forked child), not an ``os.urandom`` call per write -- the call
+#: releases the GIL, and on a busy machine getting it back can cost tenths of
+#: a millisecond (measured for message ids, see :mod:`actormem.messages`).
+_ids = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _ids.seed(os.urandom(32)))
+
+
+def random_hex(n: int) -> str:
+    """``n`` random ids of 32 hex digits, concatenated."""
+    return f"{_ids.getrandbits(128 * n):0{32 * n}x}"
+
+
 _KEY_TERM = re.compile(r"(?<![\w'])(?:\d[\w.,:/-]*|[A-Z][\w'-]*)")
 
 
@@ -165,7 +179,7 @@ class Planner:
     ) -> MemoryRecord:
         created = item.created_at if item.created_at is not None else now
         return MemoryRecord(
-            id=mid or item.id or os.urandom(16).hex(),
+            id=mid or item.id or random_hex(1),
             namespace=ns,
             kind=item.kind,
             content=item.content,
@@ -196,7 +210,7 @@ class Planner:
         fresh: builtins.list[int] = []
         seen: dict[tuple[str, str], int] = {}
         events: dict[tuple[str, str, tuple[str, ...]], str] = {}  # this batch's events
-        random_ids = os.urandom(16 * len(news)).hex()  # one call, 32 hex digits per item
+        random_ids = random_hex(len(news))  # 32 hex digits per item
         prefetch = getattr(self.view, "prefetch", None)
         if prefetch is not None:  # a server database: one query for the batch, not one per item
             prefetch(
@@ -311,7 +325,11 @@ class Planner:
     ) -> None:
         assert self._near is not None
         threshold = self._near
-        new_vecs = np.stack([v for _, v in batch.inserts])
+        new_vecs = (
+            batch.inserts[0][1][None, :]
+            if len(batch.inserts) == 1
+            else np.stack([v for _, v in batch.inserts])
+        )
         kinds = [rec.kind for rec, _ in batch.inserts]
         merging = [j for j, k in enumerate(kinds) if merge_kind(k)]
         matches: builtins.list[tuple[float, MemoryRecord] | None] = [None] * len(kinds)

@@ -141,7 +141,7 @@ def _bad_checksum_last(data: bytes) -> bytes:
 def _records_end(path: Path) -> int:
     """The byte where the log's records end: the next record is written there."""
     records = AckLog(str(path)).read()[1]
-    return _HEADER_LEN + sum(_REC.size + len(r.payload.encode()) for r in records)
+    return _HEADER_LEN + sum(_REC.size + len(r.payload) for r in records)
 
 
 def _write_in_place(log_path: Path, at: int, data: bytes) -> None:
