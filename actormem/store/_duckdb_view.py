@@ -91,6 +91,14 @@ class IndexView:
     ) -> builtins.list[tuple[float, MemoryRecord] | None]:
         index = self._index
         rows = index.exact_rows(key)
+        if len(vectors) == 1:  # a single write: no chunking and no per-vector arrays
+            if not rows.size:
+                return [None]
+            sims = index.cosine_many(rows, vectors)[:, 0]
+            arg = int(sims.argmax())
+            if sims[arg] < threshold:
+                return [None]
+            return [(float(sims[arg]), index.records([int(rows[arg])])[0])]
         best_sim = np.full(len(vectors), -1.0, dtype=np.float32)
         best_row = np.full(len(vectors), -1, dtype=np.int64)
         if rows.size:

@@ -75,7 +75,7 @@ class ScopeSearch(IndexRows):
         keep = self._alive[rows]
         if len(fields) == len(self._ns):  # an exact key: one gather of every field's codes
             codes = np.array([code for _, code in sorted(fields)], dtype=self._ns.dtype)
-            keep &= (self._ns[:, rows] == codes[:, None]).all(axis=0)
+            keep &= (self._ns.take(rows, axis=1) == codes[:, None]).all(axis=0)
         else:
             for _, field, code in sizes[1:]:
                 keep &= self._ns[field, rows] == code
