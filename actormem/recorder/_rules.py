@@ -706,6 +706,7 @@ class RuleExtractor:
             if appositive is not None:
                 sentence = appositive.expand(r"\2 \3 \1 \4")
             for clause in _clauses(sentence):
+                pace()  # a long sentence of many ';' clauses held the GIL for 7-8 ms
                 clause = _tidy(clause)
                 if len(clause) < 4 or _is_question(clause):
                     continue
