@@ -31,6 +31,7 @@ __all__ = [
     "AGENT_ARGS",
     "AUTOCONTEXT_FIELDS",
     "CALL_ARGS",
+    "DEFAULT_MAX_REPLY_BYTES",
     "JOURNAL_FIELDS",
     "OPENAI_ARGS",
     "UI_FIELDS",
@@ -99,7 +100,12 @@ OPENAI_ARGS: Final[Mapping[str, Span]] = {
     "max_retries": Span(0, 100, integer=True),
     "backoff": Span(0.0, 3_600.0),
     "max_backoff": Span(0.0, 86_400.0),
+    "max_reply_bytes": Span(1_024, _BYTES, integer=True),
 }
+
+#: The default of ``max_reply_bytes`` (chat model and embedder): 32 MiB, far
+#: above any chat reply or embeddings batch, far below what hurts the process.
+DEFAULT_MAX_REPLY_BYTES: Final = 32 * 2**20
 
 #: The numeric arguments of single calls of the public API, by parameter name
 #: (``MemoryRuntime.flush/on_idle/on_session_end/compress_now/close``,

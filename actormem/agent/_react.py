@@ -48,7 +48,7 @@ from actormem._settings import AGENT_ARGS
 from actormem.agent._hooks import MemoryHooks, log_messages, message_entries
 from actormem.agent.tools import Tool, ToolRegistry
 from actormem.messages import MessageError, Msg, TextBlock, ToolUseBlock
-from actormem.models.base import ChatModel, MalformedToolCallError, ToolSpec
+from actormem.models.base import ChatModel, MalformedToolCallError, ModelError, ToolSpec
 from actormem.session import SessionError
 from actormem.state import StateModule
 
@@ -499,10 +499,21 @@ class ReActAgent(StateModule):
         return final
 
     def _anneal(self, exc: BaseException, turn: list[Msg]) -> Msg:
+        """A failed model call: say so, record it, and leave the task ready to resume.
+
+        What the model will read later -- the long-term episode, NOW's note,
+        LOG.md and ``status.error`` (the resume note quotes it) -- names only
+        the error's class, problem, status and endpoint
+        (:meth:`ModelError.summary`): a broken server's error page is text
+        anyone can write, and must not become a memory.  The user's reply,
+        the structlog event and ``status.traceback`` keep the full message.
+        """
         summary = f"{type(exc).__name__}: {exc}"
+        safe = exc.summary() if isinstance(exc, ModelError) else type(exc).__name__
         tb = "".join(traceback.format_exception(exc, limit=3))[-1500:]
+        frames = "".join(traceback.format_tb(exc.__traceback__, limit=3))[-1000:]
         log.error("agent.model_failed", agent=self.name, error=summary, task=self.status.task[:200])
-        self._log("ERROR", f"model call failed: {summary}", traceback=tb[-1000:])
+        self._log("ERROR", f"model call failed: {safe}", traceback=frames)
         self._update_now(
             self.status.task,
             [
@@ -511,11 +522,11 @@ class ReActAgent(StateModule):
                 "say 'continue' to retry once the model is reachable",
             ],
             state="error",
-            note=summary,
+            note=safe,
         )
         self._set_status(
             state="error",
-            error=summary,
+            error=safe,
             traceback=tb,
             next_step="say 'continue' to retry the task once the model is reachable",
         )
@@ -524,7 +535,7 @@ class ReActAgent(StateModule):
             try:
                 store.add(
                     self.memory.namespace,
-                    f"Error while working on '{self.status.task[:300]}': {summary}",
+                    f"Error while working on '{self.status.task[:300]}': {safe}",
                     kind="episode",
                     tags=("error", "agent"),
                     importance=0.6,

@@ -35,7 +35,48 @@ ToolSpec = dict[str, Any]
 
 
 class ModelError(RuntimeError):
-    """A model call failed (after retries) or returned something unusable."""
+    """A model call failed (after retries) or returned something unusable.
+
+    The message may quote the server (an error body's first characters, a
+    redirect's target): fine for a person reading a log, not for a model's
+    prompt.  :meth:`summary` is the error without anything the server wrote,
+    which is what an agent keeps in its memory.
+
+    Attributes:
+        problem: the kind of failure in the adapter's own words (``"timed
+            out"``, ``"HTTP error status"``, ``"reply too large"`` ...);
+            empty when the raiser gave none.
+        status: the HTTP status, when there was one.
+        endpoint: the URL called, without credentials or query string.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problem: str = "",
+        status: int | None = None,
+        endpoint: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.status = status
+        self.endpoint = endpoint
+
+    def summary(self) -> str:
+        """The class, problem, status and endpoint -- no text from the server.
+
+        An error raised without ``problem`` (a plain ``ModelError("...")``)
+        gives only its class name: its message may hold anything.
+        """
+        parts = [type(self).__name__]
+        if self.problem:
+            parts.append(f": {self.problem}")
+        if self.status is not None:
+            parts.append(f" (HTTP {self.status})")
+        if self.endpoint:
+            parts.append(f" at {self.endpoint}")
+        return "".join(parts)
 
 
 class ModelTimeoutError(ModelError, TimeoutError):
@@ -84,8 +125,9 @@ class MalformedToolCallError(ModelError):
         calls: Sequence[MalformedCall] = (),
         finish_reason: str = "",
         usage: dict[str, int] | None = None,
+        endpoint: str = "",
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, problem="malformed tool call", endpoint=endpoint)
         self.text = text
         self.calls = tuple(calls)
         self.finish_reason = finish_reason

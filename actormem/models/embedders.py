@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import threading
 import time
@@ -309,8 +310,11 @@ class OpenAIEmbedder:
 
     Retries on connection errors, timeouts, HTTP 429 and 5xx with exponential
     backoff (honouring ``Retry-After`` when the server sends it), then raises
-    :class:`ModelError`.  Other 4xx answers fail at once.  The API key is never
-    logged and never appears in ``repr``.
+    :class:`ModelError`.  Other 4xx answers fail at once.  Each request,
+    reading its reply included, is bounded by ``timeout`` and its reply by
+    ``max_reply_bytes``; redirects are followed only within the same origin
+    (see :mod:`actormem.models._http`).  The API key is never logged and
+    never appears in ``repr``.
 
     Attributes:
         name: ``"openai:<model>"``; stored in the store's metadata.
@@ -330,6 +334,8 @@ class OpenAIEmbedder:
         batch_size: int = 256,
         send_dimensions: bool = False,
         client: httpx.Client | None = None,
+        total_timeout: float | None = None,
+        max_reply_bytes: int | None = None,
     ) -> None:
         """Configure the adapter.
 
@@ -338,13 +344,18 @@ class OpenAIEmbedder:
             dim: The expected vector size; answers of another size are an error.
             base_url: The API root, e.g. ``http://127.0.0.1:8000/v1``.
             api_key: Sent as ``Authorization: Bearer <key>`` when given.
-            timeout: Seconds per HTTP request.
+            timeout: Seconds per HTTP request, reading the reply included.
             max_retries: Extra attempts after the first on retryable failures.
             backoff: Base delay in seconds; doubles with each retry.
             batch_size: Texts per request.
             send_dimensions: Also send ``"dimensions": dim`` (for models that
                 can shorten their vectors).
             client: An ``httpx.Client`` to use instead of creating one.
+            total_timeout: Seconds for one batch's request with all its
+                retries and waits (``None``: only ``timeout`` per request).
+            max_reply_bytes: The largest reply read (``None``: 32 MiB, as
+                for the chat model); a larger one is a :class:`ModelError`
+                (error replies: a 4 KiB preview).
         """
         if not model:
             raise ValueError("model must be a non-empty string")
@@ -352,13 +363,23 @@ class OpenAIEmbedder:
             raise ValueError("dim must be >= 1")
         if batch_size < 1 or max_retries < 0 or timeout <= 0:
             raise ValueError("batch_size >= 1, max_retries >= 0 and timeout > 0 are required")
+        # Imported here: the store imports this module, and needs neither.
+        from actormem._settings import DEFAULT_MAX_REPLY_BYTES, OPENAI_ARGS
+
+        if max_reply_bytes is None:
+            max_reply_bytes = DEFAULT_MAX_REPLY_BYTES
+        OPENAI_ARGS["timeout"].check(timeout, "timeout")
+        OPENAI_ARGS["total_timeout"].check(total_timeout, "total_timeout")
+        OPENAI_ARGS["max_reply_bytes"].check(max_reply_bytes, "max_reply_bytes")
         import httpx
 
         self.name = f"openai:{model}"
         self.dim = dim
         self._model = model
         self._url = base_url.rstrip("/") + "/embeddings"
-        self._timeout = timeout
+        self._timeout = float(timeout)
+        self._total_timeout = total_timeout
+        self._max_reply_bytes = max_reply_bytes
         self._max_retries = max_retries
         self._backoff = backoff
         self._batch_size = batch_size
@@ -402,37 +423,61 @@ class OpenAIEmbedder:
         return normalise_rows(np.concatenate(parts, axis=0))
 
     def _embed_batch(self, batch: list[str]) -> FloatMatrix:
-        import httpx
+        from actormem.models._http import HttpFailure
 
         payload: dict[str, Any] = {"model": self._model, "input": batch}
         if self._send_dimensions:
             payload["dimensions"] = self.dim
+        content = json.dumps(payload).encode()  # ASCII: a lone surrogate is escaped, not fatal
+        limit = self._total_timeout
+        deadline = None if limit is None else time.monotonic() + limit
         attempt = 0
         while True:
             delay = self._backoff * (2**attempt)
-            try:
-                resp = self._client.post(
-                    self._url, json=payload, headers=self._headers, timeout=self._timeout
+            op = (
+                self._timeout
+                if deadline is None
+                else min(self._timeout, deadline - time.monotonic())
+            )
+            if op <= 0:
+                raise ModelError(
+                    f"embeddings request to {self._url} timed out: no reply within "
+                    f"total_timeout={limit:g}s ({attempt} attempt(s))",
+                    problem="timed out",
+                    endpoint=self._url,
                 )
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                reason = f"{type(exc).__name__}: {exc}"
+            try:
+                status, body, retry_after = self._exchange(content, op)
+            except HttpFailure as exc:
+                if not exc.retryable:
+                    raise ModelError(
+                        f"embeddings request to {self._url} failed: {exc.detail}",
+                        problem=exc.kind.replace("_", " "),
+                        endpoint=self._url,
+                    ) from None
+                reason = exc.detail
             else:
-                if resp.status_code == 200:
-                    return self._parse(resp, len(batch))
-                if resp.status_code != 429 and resp.status_code < 500:
+                if 200 <= status < 300:
+                    return self._parse(body, len(batch))
+                if status != 429 and status < 500:
                     raise ModelError(
                         f"embeddings request to {self._url} failed with HTTP "
-                        f"{resp.status_code}: {resp.text[:200]}"
+                        f"{status}: {body[:200].decode('utf-8', 'replace')}",
+                        problem="HTTP error status",
+                        status=status,
+                        endpoint=self._url,
                     )
-                reason = f"HTTP {resp.status_code}"
-                retry_after = resp.headers.get("Retry-After")
+                reason = f"HTTP {status}"
                 if retry_after is not None:
                     with contextlib.suppress(ValueError):
                         delay = max(delay, min(float(retry_after), 30.0))
-            if attempt >= self._max_retries:
+            out_of_time = deadline is not None and time.monotonic() + delay >= deadline
+            if attempt >= self._max_retries or out_of_time:
                 raise ModelError(
                     f"embeddings request to {self._url} failed after "
-                    f"{attempt + 1} attempts: {reason}"
+                    f"{attempt + 1} attempts: {reason}",
+                    problem="request failed",
+                    endpoint=self._url,
                 )
             log.warning(
                 "embedder.retry", url=self._url, attempt=attempt + 1, reason=reason, delay=delay
@@ -440,13 +485,44 @@ class OpenAIEmbedder:
             time.sleep(delay)
             attempt += 1
 
-    def _parse(self, resp: httpx.Response, n: int) -> FloatMatrix:
+    def _exchange(self, content: bytes, op: float) -> tuple[int, bytes, str | None]:
+        """One request: its status, (capped) body and ``Retry-After``, all within ``op`` s."""
+        from actormem.models._http import open_exchange
+
+        exchange = open_exchange(
+            self._client,
+            self._url,
+            content=content,
+            headers=self._headers,
+            deadline=time.monotonic() + op,
+            limit=op,
+            op_timeout=op,
+            max_bytes=self._max_reply_bytes,
+        )
         try:
-            body = resp.json()
+            body = exchange.read()
+        finally:
+            exchange.close()
+        response = exchange.response
+        return response.status_code, body, response.headers.get("Retry-After")
+
+    def _parse(self, raw: bytes, n: int) -> FloatMatrix:
+        try:
+            body = json.loads(raw)  # not msgspec: a NaN must reach check_embeddings
             data = sorted(body["data"], key=lambda item: int(item.get("index", 0)))
             rows = [item["embedding"] for item in data]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ModelError(f"malformed embeddings response from {self._url}: {exc}") from exc
+            raise ModelError(
+                f"malformed embeddings response from {self._url}: {exc}",
+                problem="malformed reply",
+                endpoint=self._url,
+            ) from None
+        except RecursionError:
+            raise ModelError(
+                f"malformed embeddings response from {self._url}: JSON nested too deeply",
+                problem="malformed reply",
+                endpoint=self._url,
+            ) from None
         if len(rows) != n:
             raise ModelError(f"{self._url} returned {len(rows)} embeddings for {n} texts")
         try:

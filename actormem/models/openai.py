@@ -15,10 +15,13 @@ call and whether the reply was truncated (``finish_reason=length``), so an
 agent can give the problem back to the model. Failures that may pass (HTTP
 408/429/5xx, connection errors, timeouts) are retried with exponential backoff
 and jitter, honouring ``Retry-After``, within one total deadline per call when
-``total_timeout`` (or the call's ``timeout``) is set; other client errors and
-unusable replies raise :class:`~actormem.models.base.ModelError` at once,
-naming the endpoint and the problem. Token usage, when the server reports it,
-is in the reply's ``metadata["usage"]``.
+``total_timeout`` (or the call's ``timeout``) is set -- a deadline that also
+bounds reading the reply, byte by byte (see :mod:`actormem.models._http`);
+other client errors and unusable replies raise
+:class:`~actormem.models.base.ModelError` at once, naming the endpoint and the
+problem. Replies are read up to ``max_reply_bytes``; redirects are followed
+only to the same origin (307/308). Token usage, when the server reports it, is
+in the reply's ``metadata["usage"]``.
 
 The API key is sent as a Bearer token and never appears in logs, reprs or
 error messages.
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import random
 import threading
 import time
@@ -39,17 +41,47 @@ import httpx
 import msgspec
 import structlog
 
-from actormem._settings import OPENAI_ARGS, check_arg
+from actormem._settings import DEFAULT_MAX_REPLY_BYTES, OPENAI_ARGS, check_arg
 from actormem.messages import MessageError, Msg, from_openai, to_openai
-from actormem.models.base import MalformedCall, MalformedToolCallError, ModelError, ToolSpec
+from actormem.models._http import (
+    AsyncExchange,
+    Exchange,
+    HttpFailure,
+    aopen_exchange,
+    open_exchange,
+    safe_url,
+)
+from actormem.models._openai_reply import PREVIEW as _PREVIEW
+from actormem.models._openai_reply import StreamReply
+from actormem.models._openai_reply import error_detail as _error_detail
+from actormem.models._openai_reply import error_text as _error_text
+from actormem.models._openai_reply import retry_after as _retry_after
+from actormem.models._openai_reply import usage as _usage
+from actormem.models.base import (
+    MalformedCall,
+    MalformedToolCallError,
+    ModelError,
+    ModelTimeoutError,
+    ToolSpec,
+)
 
 __all__ = ["OpenAIChatModel"]
 
 log = structlog.get_logger(__name__)
 
 _JSON: Final = msgspec.json.Encoder()
-_PREVIEW: Final = 300
 _NOT_RETRIED_5XX: Final = frozenset({501, 505})
+#: HttpFailure kinds as ModelError.problem words (never text from the server).
+_PROBLEMS: Final = {
+    "deadline": "timed out",
+    "timeout": "timed out",
+    "transport": "connection failed",
+    "send": "cannot send the request",
+    "decode": "undecodable reply",
+    "too_large": "reply too large",
+    "redirect": "redirect not followed",
+    "other": "request failed",
+}
 
 
 class _Secret:
@@ -70,10 +102,19 @@ class _Secret:
 class _Retry(Exception):
     """An attempt failed in a way worth retrying."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        retry_after: float | None = None,
+        *,
+        problem: str,
+        status: int | None = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.problem = problem
+        self.status = status
 
 
 class OpenAIChatModel:
@@ -84,7 +125,8 @@ class OpenAIChatModel:
             already ends in ``/chat/completions`` is used as it is).
         model: the model name sent in every request.
         api_key: sent as ``Authorization: Bearer ...`` when given.
-        timeout: seconds allowed for each HTTP attempt.
+        timeout: seconds allowed for each HTTP attempt, reading the reply
+            included (for a stream: establishing it, then each wait for more).
         max_retries: retries after the first attempt (0 disables retrying).
         backoff: the first retry delay in seconds; doubled on every retry,
             with jitter (a random 50-100% of it).
@@ -102,9 +144,13 @@ class OpenAIChatModel:
         tool_choice: sent with every request that has tools (``"auto"``,
             ``"required"``, ``"none"`` or a ``{"type": "function", ...}``
             object); ``None`` sends nothing.  ``extra_body`` may override it.
-        total_timeout: the limit in seconds for a whole call, all attempts and
-            waits included, when the call passes no ``timeout`` of its own
+        total_timeout: the limit in seconds for a whole call -- all attempts,
+            the waits between them and the reading of the reply (or of the
+            whole stream) -- when the call passes no ``timeout`` of its own
             (``None``: only the per-attempt ``timeout`` applies).
+        max_reply_bytes: the largest reply body read (a stream: all of it);
+            a larger one fails with ModelError without being read further.
+            Error bodies are read only up to a 4 KiB preview.
     """
 
     def __init__(
@@ -124,6 +170,7 @@ class OpenAIChatModel:
         max_backoff: float = 30.0,
         tool_choice: str | Mapping[str, Any] | None = "auto",
         total_timeout: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required (e.g. http://localhost:8000/v1)")
@@ -135,6 +182,7 @@ class OpenAIChatModel:
             "max_retries": max_retries,
             "backoff": backoff,
             "max_backoff": max_backoff,
+            "max_reply_bytes": max_reply_bytes,
         }
         for key, span in OPENAI_ARGS.items():
             span.check(numbers[key], key)
@@ -144,7 +192,7 @@ class OpenAIChatModel:
             raise ValueError(f"invalid base_url: {exc}") from None
         if scheme not in ("http", "https"):
             raise ValueError(
-                f"base_url must start with http:// or https://, got {_safe_url(base_url)!r}"
+                f"base_url must start with http:// or https://, got {safe_url(base_url)!r}"
             )
         root = base_url.rstrip("/")
         self.url = root if root.endswith("/chat/completions") else root + "/chat/completions"
@@ -158,6 +206,7 @@ class OpenAIChatModel:
         self.extra_body: dict[str, Any] = dict(extra_body or {})
         self.tool_choice = tool_choice
         self.total_timeout = None if total_timeout is None else float(total_timeout)
+        self.max_reply_bytes = max_reply_bytes
         self._api_key = _Secret(api_key) if api_key else None
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._client = client
@@ -165,7 +214,7 @@ class OpenAIChatModel:
         self._async_client = async_client
         self._lock = threading.Lock()
         self._usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-        self._display_url = _safe_url(self.url)
+        self._display_url = safe_url(self.url)
 
     # -- public API ----------------------------------------------------------------
 
@@ -181,8 +230,10 @@ class OpenAIChatModel:
         Args:
             messages: the conversation.
             tools: function definitions the model may call.
-            timeout: the limit in seconds for this call, retries included
-                (each attempt is also limited by the constructor's ``timeout``).
+            timeout: the limit in seconds for this whole call -- every
+                attempt, the waits between them and the reading of the
+                reply (each attempt is also limited by the constructor's
+                ``timeout``).  ``None``: the constructor's ``total_timeout``.
 
         Returns:
             The assistant message: text and/or ``ToolUseBlock`` content, with
@@ -191,13 +242,29 @@ class OpenAIChatModel:
             and ``metadata["finish_reason"]``.
 
         Raises:
-            ModelError: the call failed after retries, was refused, timed out,
-                or the reply is unusable.
+            ModelError: the call failed after retries, was refused, timed out
+                (:class:`~actormem.models.base.ModelTimeoutError`), or the
+                reply is unusable.
         """
         body = self._body(messages, tools, stream=False)
         started = time.monotonic()
-        response = self._send(body, self._limit(timeout), stream=False)
-        return self._finish(response, started)
+        limit = self._limit(timeout)
+        deadline = _deadline(limit)
+        attempt = 0
+        while True:
+            op = self._attempt_timeout(deadline, limit, attempt)
+            try:
+                exchange = self._open(body, op, stream=False)
+                try:
+                    data = exchange.read()
+                except HttpFailure as failure:
+                    raise self._failed(failure) from None
+                finally:
+                    exchange.close()
+                return self._finish(data, exchange.response.status_code, started)
+            except _Retry as failure:
+                time.sleep(self._next_delay(failure, attempt, deadline))
+                attempt += 1
 
     async def achat(
         self,
@@ -211,7 +278,7 @@ class OpenAIChatModel:
         Args:
             messages: the conversation.
             tools: function definitions the model may call.
-            timeout: the limit in seconds for this call, retries included.
+            timeout: the limit in seconds for this whole call (see :meth:`chat`).
 
         Returns:
             The assistant message (see :meth:`chat`).
@@ -221,9 +288,24 @@ class OpenAIChatModel:
         """
         body = self._body(messages, tools, stream=False)
         started = time.monotonic()
+        limit = self._limit(timeout)
+        deadline = _deadline(limit)
+        attempt = 0
         async with self._aclient() as client:
-            response = await self._asend(client, body, self._limit(timeout), stream=False)
-        return self._finish(response, started)
+            while True:
+                op = self._attempt_timeout(deadline, limit, attempt)
+                try:
+                    exchange = await self._aopen(client, body, op, stream=False)
+                    try:
+                        data = await exchange.read()
+                    except HttpFailure as failure:
+                        raise self._failed(failure) from None
+                    finally:
+                        await exchange.aclose()
+                    return self._finish(data, exchange.response.status_code, started)
+                except _Retry as failure:
+                    await asyncio.sleep(self._next_delay(failure, attempt, deadline))
+                    attempt += 1
 
     def stream(
         self,
@@ -236,39 +318,52 @@ class OpenAIChatModel:
 
         Tool-call deltas are not assembled here; use :meth:`chat` when the
         model may call tools.  A server that ignores ``stream`` and answers
-        with one JSON body yields that reply's text once.
+        with one JSON body (whatever its Content-Type says) yields that
+        reply's text once.  A stream must end with ``data: [DONE]`` (or
+        close right after an event with a ``finish_reason``); one that ends
+        otherwise raises, after yielding what arrived.
 
         Args:
             messages: the conversation.
             tools: function definitions the model may call.
-            timeout: the limit in seconds for establishing the stream
-                (retries included); each read is limited by ``timeout`` of
-                the constructor.
+            timeout: the limit in seconds for the whole call: establishing
+                the stream (retries included) and reading all of it.  Each
+                attempt to establish it, and each wait for more of the
+                stream, is also limited by the constructor's ``timeout``.
+                ``None``: the constructor's ``total_timeout``.
 
         Yields:
             Pieces of text, in order.
 
         Raises:
-            ModelError: the request failed, or the stream broke or was malformed.
+            ModelError: the request failed, timed out, or the stream broke
+                or was malformed.
         """
         body = self._body(messages, tools, stream=True)
         started = time.monotonic()
-        response = self._send(body, self._limit(timeout), stream=True)
+        limit = self._limit(timeout)
+        deadline = _deadline(limit)
+        attempt = 0
+        while True:
+            op = self._attempt_timeout(deadline, limit, attempt)
+            try:
+                exchange = self._open(body, op, stream=True)
+                break
+            except _Retry as failure:
+                time.sleep(self._next_delay(failure, attempt, deadline))
+                attempt += 1
+        exchange.deadline, exchange.limit = deadline, limit
+        reply = StreamReply(self, exchange.response, started)
         try:
-            if _is_json(response):
-                response.read()
-                yield self._finish(response, started).text
-                return
-            for line in response.iter_lines():
-                piece = self._sse_piece(line)
-                if piece is None:
-                    break
-                if piece:
-                    yield piece
-        except httpx.TransportError as exc:
-            raise self._error(f"the stream broke: {_describe(exc)}") from None
+            for chunk in exchange.chunks():
+                yield from reply.feed(chunk)
+                if reply.done:
+                    return
+            yield from reply.end()
+        except HttpFailure as failure:
+            raise self._broke(failure) from None
         finally:
-            response.close()
+            exchange.close()
 
     async def astream(
         self,
@@ -282,7 +377,7 @@ class OpenAIChatModel:
         Args:
             messages: the conversation.
             tools: function definitions the model may call.
-            timeout: the limit in seconds for establishing the stream.
+            timeout: the limit in seconds for the whole call (see :meth:`stream`).
 
         Yields:
             Pieces of text, in order.
@@ -292,23 +387,32 @@ class OpenAIChatModel:
         """
         body = self._body(messages, tools, stream=True)
         started = time.monotonic()
+        limit = self._limit(timeout)
+        deadline = _deadline(limit)
+        attempt = 0
         async with self._aclient() as client:
-            response = await self._asend(client, body, self._limit(timeout), stream=True)
+            while True:
+                op = self._attempt_timeout(deadline, limit, attempt)
+                try:
+                    exchange = await self._aopen(client, body, op, stream=True)
+                    break
+                except _Retry as failure:
+                    await asyncio.sleep(self._next_delay(failure, attempt, deadline))
+                    attempt += 1
+            exchange.deadline, exchange.limit = deadline, limit
+            reply = StreamReply(self, exchange.response, started)
             try:
-                if _is_json(response):
-                    await response.aread()
-                    yield self._finish(response, started).text
-                    return
-                async for line in response.aiter_lines():
-                    piece = self._sse_piece(line)
-                    if piece is None:
-                        break
-                    if piece:
+                async for chunk in exchange.chunks():
+                    for piece in reply.feed(chunk):
                         yield piece
-            except httpx.TransportError as exc:
-                raise self._error(f"the stream broke: {_describe(exc)}") from None
+                    if reply.done:
+                        return
+                for piece in reply.end():
+                    yield piece
+            except HttpFailure as failure:
+                raise self._broke(failure) from None
             finally:
-                await response.aclose()
+                await exchange.aclose()
 
     @property
     def total_usage(self) -> dict[str, int]:
@@ -334,7 +438,7 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
         return (
-            f"OpenAIChatModel(base_url={_safe_url(self.base_url)!r}, model={self.model!r}, "
+            f"OpenAIChatModel(base_url={safe_url(self.base_url)!r}, model={self.model!r}, "
             f"api_key={key}, timeout={self.timeout}, max_retries={self.max_retries})"
         )
 
@@ -366,7 +470,7 @@ class OpenAIChatModel:
     def _sync_client(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout, follow_redirects=True)
+                self._client = httpx.Client(timeout=self.timeout)
             return self._client
 
     @contextlib.asynccontextmanager
@@ -374,63 +478,78 @@ class OpenAIChatModel:
         if self._async_client is not None:
             yield self._async_client
         else:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
                 yield client
 
-    def _send(self, body: bytes, timeout: float | None, *, stream: bool) -> httpx.Response:
-        client = self._sync_client()
-        headers = self._request_headers(stream=stream)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempt = 0
-        while True:
-            attempt_timeout = self._attempt_timeout(deadline, timeout, attempt)
-            try:
-                request = client.build_request(
-                    "POST", self.url, content=body, headers=headers, timeout=attempt_timeout
-                )
-                try:
-                    response = client.send(request, stream=stream)
-                except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
-                    raise self._error(f"cannot send the request: {exc}") from None
-                except httpx.TransportError as exc:
-                    raise _Retry(_describe(exc, attempt_timeout)) from None
-                if response.status_code >= 400:
-                    response.read()
-                    response.close()
-                    self._check_status(response)
-                return response
-            except _Retry as failure:
-                delay = self._next_delay(failure, attempt, deadline)
-                time.sleep(delay)
-                attempt += 1
+    def _open(self, body: bytes, op: float, *, stream: bool) -> Exchange:
+        """One attempt's response with a 2xx status, its body unread.
 
-    async def _asend(
-        self, client: httpx.AsyncClient, body: bytes, timeout: float | None, *, stream: bool
-    ) -> httpx.Response:
-        headers = self._request_headers(stream=stream)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        attempt = 0
-        while True:
-            attempt_timeout = self._attempt_timeout(deadline, timeout, attempt)
+        The attempt (headers, and for :meth:`chat` the body) must be done
+        within ``op`` seconds; raises :class:`_Retry` or ModelError.
+        """
+        try:
+            exchange = open_exchange(
+                self._sync_client(),
+                self.url,
+                content=body,
+                headers=self._request_headers(stream=stream),
+                deadline=time.monotonic() + op,
+                limit=op,
+                op_timeout=op,
+                max_bytes=self.max_reply_bytes,
+            )
+        except HttpFailure as failure:
+            raise self._failed(failure) from None
+        response = exchange.response
+        if not 200 <= response.status_code < 300:
             try:
-                request = client.build_request(
-                    "POST", self.url, content=body, headers=headers, timeout=attempt_timeout
-                )
-                try:
-                    response = await client.send(request, stream=stream)
-                except (httpx.UnsupportedProtocol, httpx.LocalProtocolError) as exc:
-                    raise self._error(f"cannot send the request: {exc}") from None
-                except httpx.TransportError as exc:
-                    raise _Retry(_describe(exc, attempt_timeout)) from None
-                if response.status_code >= 400:
-                    await response.aread()
-                    await response.aclose()
-                    self._check_status(response)
-                return response
-            except _Retry as failure:
-                delay = self._next_delay(failure, attempt, deadline)
-                await asyncio.sleep(delay)
-                attempt += 1
+                preview = exchange.read()
+            except HttpFailure:
+                preview = b""
+            finally:
+                exchange.close()
+            self._check_status(response, preview)
+        return exchange
+
+    async def _aopen(
+        self, client: httpx.AsyncClient, body: bytes, op: float, *, stream: bool
+    ) -> AsyncExchange:
+        """Async :meth:`_open`."""
+        try:
+            exchange = await aopen_exchange(
+                client,
+                self.url,
+                content=body,
+                headers=self._request_headers(stream=stream),
+                deadline=time.monotonic() + op,
+                limit=op,
+                op_timeout=op,
+                max_bytes=self.max_reply_bytes,
+            )
+        except HttpFailure as failure:
+            raise self._failed(failure) from None
+        response = exchange.response
+        if not 200 <= response.status_code < 300:
+            try:
+                preview = await exchange.read()
+            except HttpFailure:
+                preview = b""
+            finally:
+                await exchange.aclose()
+            self._check_status(response, preview)
+        return exchange
+
+    def _failed(self, failure: HttpFailure) -> Exception:
+        """A failed exchange as :class:`_Retry` (worth another attempt) or ModelError."""
+        problem = _PROBLEMS[failure.kind]
+        if failure.retryable:
+            return _Retry(failure.detail, problem=problem)
+        return self._error(failure.detail, problem=problem)
+
+    def _broke(self, failure: HttpFailure) -> ModelError:
+        """A stream whose reading failed (no retry: pieces may have been yielded)."""
+        problem = "stream broke" if failure.kind == "transport" else _PROBLEMS[failure.kind]
+        return self._error(f"the stream broke: {failure.detail}", problem=problem)
 
     def _attempt_timeout(
         self, deadline: float | None, timeout: float | None, attempt: int
@@ -439,26 +558,37 @@ class OpenAIChatModel:
             return self.timeout
         left = deadline - time.monotonic()
         if left <= 0:
-            raise self._error(f"timed out: no reply within the call's limit of {timeout}s", attempt)
+            raise self._error(
+                f"timed out: no reply within the call's limit of {timeout}s",
+                attempt,
+                problem="timed out",
+            )
         return min(self.timeout, left)
 
-    def _check_status(self, response: httpx.Response) -> None:
-        """Raise for an error status: :class:`_Retry` when worth retrying, else ModelError."""
+    def _check_status(self, response: httpx.Response, preview: bytes) -> None:
+        """Raise for a non-2xx status: :class:`_Retry` when worth retrying, else ModelError."""
         status = response.status_code
-        detail = self._redact(_error_detail(response))
+        detail = self._redact(_error_detail(preview))
         reason = f"HTTP {status} {response.reason_phrase}: {detail}".rstrip(": ")
         if status in (408, 425, 429) or (status >= 500 and status not in _NOT_RETRIED_5XX):
-            raise _Retry(reason, _retry_after(response))
+            raise _Retry(reason, _retry_after(response), problem="HTTP error status", status=status)
         log.error(
             "model_request_refused", model=self.name, endpoint=self._display_url, status=status
         )
-        raise ModelError(f"{self._display_url} refused the request: {reason}")
+        raise ModelError(
+            f"{self._display_url} refused the request: {reason}",
+            problem="HTTP error status",
+            status=status,
+            endpoint=self._display_url,
+        )
 
     def _next_delay(self, failure: _Retry, attempt: int, deadline: float | None) -> float:
         """The wait before the next attempt; raises ModelError when giving up."""
         attempts = attempt + 1
         if attempt >= self.max_retries:
-            raise self._error(failure.reason, attempts)
+            raise self._error(
+                failure.reason, attempts, problem=failure.problem, status=failure.status
+            )
         delay = min(self.max_backoff, self.backoff * 2.0**attempt) * random.uniform(0.5, 1.0)
         if failure.retry_after is not None:
             if failure.retry_after > self.max_backoff:
@@ -466,10 +596,17 @@ class OpenAIChatModel:
                     f"{failure.reason} (server asks to retry after {failure.retry_after:g}s, "
                     f"more than max_backoff={self.max_backoff:g}s)",
                     attempts,
+                    problem=failure.problem,
+                    status=failure.status,
                 )
             delay = max(delay, failure.retry_after)
         if deadline is not None and time.monotonic() + delay >= deadline:
-            raise self._error(f"{failure.reason} (no time left to retry)", attempts)
+            raise self._error(
+                f"{failure.reason} (no time left to retry)",
+                attempts,
+                problem=failure.problem,
+                status=failure.status,
+            )
         log.warning(
             "model_retry",
             model=self.name,
@@ -481,7 +618,14 @@ class OpenAIChatModel:
         )
         return delay
 
-    def _error(self, reason: str, attempts: int | None = None) -> ModelError:
+    def _error(
+        self,
+        reason: str,
+        attempts: int | None = None,
+        *,
+        problem: str = "unusable reply",
+        status: int | None = None,
+    ) -> ModelError:
         reason = self._redact(reason)
         suffix = f" (gave up after {attempts} attempt(s))" if attempts else ""
         log.error(
@@ -491,19 +635,18 @@ class OpenAIChatModel:
             reason=reason,
             attempts=attempts,
         )
-        return ModelError(f"{self._display_url}: {reason}{suffix}")
+        cls = ModelTimeoutError if problem == "timed out" else ModelError
+        return cls(
+            f"{self._display_url}: {reason}{suffix}",
+            problem=problem,
+            status=status,
+            endpoint=self._display_url,
+        )
 
     # -- replies ------------------------------------------------------------------------
 
-    def _finish(self, response: httpx.Response, started: float) -> Msg:
-        try:
-            data = msgspec.json.decode(response.content)
-        except msgspec.DecodeError as exc:
-            preview = self._redact(response.text[:_PREVIEW])
-            raise self._error(
-                f"malformed JSON in the reply (HTTP {response.status_code}): {exc}; "
-                f"body starts with {preview!r}"
-            ) from None
+    def _finish(self, body: bytes, status: int, started: float) -> Msg:
+        data = self._decode(body, f"the reply (HTTP {status})")
         usage = _usage(data.get("usage")) if isinstance(data, dict) else None
         if usage is not None:  # counted before parsing: a malformed reply still cost tokens
             with self._lock:
@@ -528,13 +671,32 @@ class OpenAIChatModel:
         )
         return msg
 
+    def _decode(self, body: bytes | str, what: str) -> Any:
+        """JSON from the server; ModelError naming the problem when it is not usable JSON."""
+        try:
+            return msgspec.json.decode(body)
+        except msgspec.DecodeError as exc:
+            why = f"malformed JSON: {exc}"
+        except UnicodeError as exc:
+            why = f"not valid UTF-8 ({exc.__class__.__name__}: {exc})"
+        except RecursionError:
+            why = "JSON nested too deeply to parse"
+        raw = body.encode("utf-8", "replace") if isinstance(body, str) else body
+        preview = self._redact(raw[:_PREVIEW].decode("utf-8", "replace"))
+        raise self._error(
+            f"{what} is {why}; it starts with {preview!r}", problem="malformed reply"
+        ) from None
+
     def _parse(self, data: Any) -> Msg:
         if not isinstance(data, dict):
             raise self._error(f"the reply is not a JSON object but {type(data).__name__}")
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             if data.get("error"):
-                raise self._error(f"the server returned an error: {_error_text(data['error'])}")
+                raise self._error(
+                    f"the server returned an error: {_error_text(data['error'])}",
+                    problem="error in the reply",
+                )
             raise self._error("the reply has no choices")
         choice = choices[0]
         message = choice.get("message") if isinstance(choice, dict) else None
@@ -544,7 +706,7 @@ class OpenAIChatModel:
         self._check_tool_calls(message, str(finish or ""), _usage(data.get("usage")))
         try:
             msg = from_openai({**message, "role": message.get("role") or "assistant"})
-        except (MessageError, AttributeError, TypeError, ValueError) as exc:
+        except (MessageError, AttributeError, TypeError, ValueError, RecursionError) as exc:
             # from_openai lets AttributeError escape for a non-object "function".
             raise self._error(f"the reply message is unusable: {exc}") from None
         if msg.role != "assistant":
@@ -578,8 +740,10 @@ class OpenAIChatModel:
             if isinstance(raw, str) and raw.strip():
                 try:
                     args = msgspec.json.decode(raw)
-                except msgspec.DecodeError as exc:
+                except (msgspec.DecodeError, UnicodeError) as exc:
                     problem = f"the arguments are not valid JSON ({exc})"
+                except RecursionError:
+                    problem = "the arguments are JSON nested too deeply to parse"
                 else:
                     if not isinstance(args, dict):
                         problem = f"the arguments are JSON {type(args).__name__}, not an object"
@@ -624,31 +788,8 @@ class OpenAIChatModel:
             calls=calls,
             finish_reason=finish_reason,
             usage=usage,
+            endpoint=self._display_url,
         )
-
-    def _sse_piece(self, line: str) -> str | None:
-        """The text of one SSE line: ``""`` for nothing, ``None`` at the end."""
-        if not line.startswith("data:"):
-            return ""  # blank lines, comments, event names
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return None
-        if not payload:
-            return ""
-        try:
-            data = msgspec.json.decode(payload)
-        except msgspec.DecodeError as exc:
-            raise self._error(f"malformed JSON in the stream: {exc}") from None
-        if not isinstance(data, dict):
-            raise self._error("a stream event is not a JSON object")
-        if data.get("error"):
-            raise self._error(f"the server returned an error: {_error_text(data['error'])}")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            return ""  # e.g. a final usage-only chunk
-        delta = choices[0].get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
-        return content if isinstance(content, str) else ""
 
     def _redact(self, text: str) -> str:
         secrets = [self._api_key.get()] if self._api_key is not None else []
@@ -665,72 +806,5 @@ class OpenAIChatModel:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _safe_url(url: str) -> str:
-    """The URL without user:password or query string (which may hold credentials)."""
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError):
-        return "<invalid url>"
-    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
-
-
-def _describe(exc: httpx.TransportError, timeout: float | None = None) -> str:
-    if isinstance(exc, httpx.TimeoutException):
-        limit = f" after {timeout:.3g}s" if timeout is not None else ""
-        return f"timed out{limit} ({type(exc).__name__})"
-    if isinstance(exc, httpx.ConnectError):
-        return f"cannot connect: {exc}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _is_json(response: httpx.Response) -> bool:
-    content_type = str(response.headers.get("content-type", ""))
-    return content_type.startswith("application/json")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_text(error: Any) -> str:
-    if isinstance(error, dict):
-        return str(error.get("message") or error.get("type") or error)
-    return str(error)
-
-
-def _error_detail(response: httpx.Response) -> str:
-    try:
-        data = msgspec.json.decode(response.content)
-    except msgspec.DecodeError:
-        return response.text[:_PREVIEW].strip()
-    if isinstance(data, dict):
-        for key in ("error", "detail", "message"):
-            if data.get(key):
-                return _error_text(data[key])[:_PREVIEW]
-    return response.text[:_PREVIEW].strip()
-
-
-def _usage(raw: Any) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
-        return None
-    out: dict[str, int] = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = raw.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = value
-    if not out:
-        return None
-    if "total_tokens" not in out:
-        out["total_tokens"] = out.get("prompt_tokens", 0) + out.get("completion_tokens", 0)
-    return out
+def _deadline(limit: float | None) -> float | None:
+    return None if limit is None else time.monotonic() + limit

@@ -180,13 +180,14 @@ def test_agent_state_saves_with_its_memory(tmp_path: Path) -> None:
 
 def test_model_failure_anneals_and_continue_resumes(tmp_path: Path) -> None:
     with make_runtime(tmp_path, LongTermMemoryMode.STATIC_CONTROL) as rt:
-        broken = ScriptedModel([ModelError("502 from upstream")])
+        error = ModelError("502 from upstream", problem="HTTP error status", status=502)
+        broken = ScriptedModel([error])
         agent = ReActAgent("a", broken, rt, session_id="job")
         out = agent.reply("Summarise the Q3 report")
         assert "continue" in out.text and agent.status.state == "error"
         assert "502" in agent.status.error and agent.status.task == "Summarise the Q3 report"
         assert rt.store is not None
-        assert any("502" in r.content for r in rt.store.list(NS, kinds=["episode"]))
+        assert any("HTTP 502" in r.content for r in rt.store.list(NS, kinds=["episode"]))
         agent.model = ScriptedModel(["Q3 revenue grew 12%."])
         assert agent.reply("continue").text == "Q3 revenue grew 12%."
         context = agent.model.calls[0].messages  # type: ignore[attr-defined]

@@ -106,7 +106,11 @@ def test_working_memory_is_injected_within_budget(make_runtime: MakeRuntime) -> 
 def test_agent_updates_now_on_start_completion_and_error(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
     model = ScriptedModel(
-        [Msg.tool_call("lookup", {"q": "Lisbon"}), "Lisbon is sunny.", ModelError("502 upstream")]
+        [
+            Msg.tool_call("lookup", {"q": "Lisbon"}),
+            "Lisbon is sunny.",
+            ModelError("502 upstream", problem="HTTP error status", status=502),
+        ]
     )
     states: list[str] = []
 
@@ -129,7 +133,7 @@ def test_agent_updates_now_on_start_completion_and_error(make_runtime: MakeRunti
     assert "done: lookup(q='Lisbon') -> Lisbon: 19C and sunny" in wm
     agent.reply("And in Porto?")
     now = rt.now()
-    assert now.state == "error" and "502" in now.note
+    assert now.state == "error" and "HTTP 502" in now.note and "upstream" not in now.note
     assert any("continue" in s for s in now.next_steps)
     assert rt.journal is not None
     types = [e.entry_type for e in rt.journal.entries()]

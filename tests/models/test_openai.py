@@ -460,7 +460,7 @@ def test_stream_falls_back_to_json_and_reports_broken_events(server: FakeServer)
     model = make(server)
     assert list(model.stream([Msg.user("hi")])) == ["whole"]
     got: list[str] = []
-    with pytest.raises(ModelError, match="malformed JSON in the stream"):
+    with pytest.raises(ModelError, match="a stream event is malformed JSON"):
         for piece in model.stream([Msg.user("hi")]):
             got.append(piece)
     assert got == ["a"]
