@@ -146,6 +146,14 @@ def test_the_async_twins_refuse_the_same_values(rt: MemoryRuntime) -> None:
         asyncio.run(rt.aflush(math.nan))
     with pytest.raises(ValueError, match=r"MemoryRuntime\.format_for_injection\(max_tokens"):
         asyncio.run(rt.aformat_for_injection("Porto", -1))
+    with pytest.raises(ValueError, match=r"MemoryRuntime\.compress_now\(timeout"):
+        asyncio.run(rt.acompress_now(math.inf))
+    with pytest.raises(ValueError, match=r"MemoryRuntime\.working_memory\(max_tokens"):
+        asyncio.run(rt.aworking_memory(0))
+    with pytest.raises(ValueError, match=r"MemoryRuntime\.dream\(lookback_days"):
+        asyncio.run(rt.adream(-1))
+    with pytest.raises(ValueError, match=r"MemoryRuntime\.close\(timeout"):
+        asyncio.run(rt.aclose(math.nan))
 
 
 def test_an_ask_that_times_out_says_which_actor_and_command(tmp_path: Path) -> None:
@@ -226,6 +234,10 @@ TRIED = {f"{call}.{param}" for call, param, _, _ in CALLS} | {
     "MemoryRuntime.aon_session_end.timeout",
     "MemoryRuntime.aformat_for_injection.max_tokens",
     "MemoryRuntime.aretrieve.limit",
+    "MemoryRuntime.acompress_now.timeout",
+    "MemoryRuntime.aworking_memory.max_tokens",
+    "MemoryRuntime.adream.lookback_days",
+    "MemoryRuntime.aclose.timeout",
     "ReActAgent.reply",  # no numbers; listed for clarity
 }
 STORE_METHODS = {"search", "list", "namespaces", "top_tags", "most_accessed"}
