@@ -96,7 +96,7 @@ import structlog
 from actormem._special_files import check_regular
 from actormem.store._acklog_sync import BackgroundSync
 from actormem.store._duckdb_rows import write_statements
-from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._duckdb_sql import UnsafeLiteral, array_vector_literals, lit
 from actormem.store._schema import read_meta
 from actormem.store._types import StoreError
 from actormem.store._wire import WireError, decode_write
@@ -671,7 +671,16 @@ def replay(cur: Any, acklog: AckLog, path: str) -> int:
                 "was changed."
             )
         expected += 1
-    sql = {r.seq: r.statements() for r in todo}  # all readable, or nothing is applied
+    # A file not yet migrated to schema 5 (the migration runs after this
+    # replay) keeps its vectors in a FLOAT[dim] column: records written as
+    # values get array literals for it.
+    column = cur.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'memories' AND column_name = 'embedding'"
+    ).fetchall()
+    arrays = bool(column) and str(column[0][0]).startswith("FLOAT[")
+    with array_vector_literals(arrays):
+        sql = {r.seq: r.statements() for r in todo}  # all readable, or nothing is applied
     script = ";\n".join(
         [
             "BEGIN TRANSACTION",

@@ -10,7 +10,6 @@ the writer cursor.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +25,7 @@ import structlog
 from actormem.models.base import Embedder
 from actormem.store._duckdb_queries import _LIVE, _SELECT, _one
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._duckdb_vectors import blob_array, vectors_of
 from actormem.store._index import MemoryIndex
 from actormem.store._index_file import (
     SnapshotCheck,
@@ -120,23 +120,22 @@ class DuckDBOpening:
         self.last_reembed = self._reembed(name, dim, progress)
 
     def _column_dim(self) -> int | None:
+        """The size of the stored vectors (of the first row holding one), None for none."""
         row = _one(
             self._wcur,
-            "SELECT data_type FROM information_schema.columns "
-            "WHERE table_name = 'memories' AND column_name = 'embedding'",
+            "SELECT octet_length(embedding) FROM memories WHERE embedding IS NOT NULL LIMIT 1",
         )
-        if row is None:
-            return None
-        match = re.search(r"\[(\d+)\]", str(row[0]))
-        return int(match.group(1)) if match else None
+        return None if row is None else int(row[0]) // 4
 
     def _count_all(self) -> int:
         row = _one(self._wcur, "SELECT count(*) FROM memories")
         return int(row[0]) if row else 0
 
     def _set_embedding_column(self, dim: int) -> None:
-        self._wcur.execute("ALTER TABLE memories DROP COLUMN embedding")
-        self._wcur.execute(f"ALTER TABLE memories ADD COLUMN embedding FLOAT[{int(dim)}]")
+        """Forget vectors of another size than ``dim`` (the column holds bytes of any size)."""
+        self._wcur.execute(
+            f"UPDATE memories SET embedding = NULL WHERE octet_length(embedding) <> {int(dim) * 4}"
+        )
 
     def _snapshot_identity(self, seq: int | None = None) -> SnapshotIdentity:
         return SnapshotIdentity(
@@ -384,14 +383,7 @@ class DuckDBOpening:
         return len(records)
 
     def _vectors_from_arrow(self, column: Any, n: int) -> F32:
-        if column.null_count:
-            filled = [v if v is not None else [0.0] * self._dim for v in column.to_pylist()]
-            return np.asarray(filled, dtype=np.float32).reshape(n, self._dim)
-        # the child array itself: ``flatten()`` would import pyarrow.compute
-        # (0.1-0.2 s on a store's first open in a process)
-        values = column.values.slice(column.offset * self._dim, n * self._dim)
-        flat = values.to_numpy(zero_copy_only=False)
-        return np.ascontiguousarray(flat, dtype=np.float32).reshape(n, self._dim)
+        return vectors_of(column, n, self._dim)
 
     def _count_live(self) -> int:
         row = _one(self._wcur, f"SELECT count(*) FROM memories WHERE {_LIVE}")
@@ -440,9 +432,7 @@ class DuckDBOpening:
                 tbl = pa.table(
                     {
                         "id": pa.array([i for i, _ in chunk], type=pa.string()),
-                        "embedding": pa.FixedSizeListArray.from_arrays(
-                            pa.array(vecs.reshape(-1)), self._dim
-                        ),
+                        "embedding": blob_array(vecs, self._dim),
                     }
                 )
                 cur.register("_vec", tbl)

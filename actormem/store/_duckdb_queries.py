@@ -10,12 +10,13 @@ cursor.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
+from actormem.store._duckdb_vectors import fixed_list
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     check_limit,
@@ -98,6 +99,7 @@ class DuckDBQueries:
     """Reads and analytics of :class:`~actormem.store.DuckDBStore`."""
 
     _clock: Callable[[], float]
+    _dim: int
 
     if TYPE_CHECKING:  # provided by DuckDBStore and StoreBase
 
@@ -358,4 +360,15 @@ class DuckDBQueries:
             f"FROM memories WHERE {where} ORDER BY created_at, id",
             params,
         ).to_arrow_reader(10_000)
-        return total, reader, reader.schema
+        # the stored bytes (schema 5) go out as the float lists exports always held
+        dim = self._dim
+        at = reader.schema.get_field_index("embedding")
+        schema = reader.schema.set(at, pa.field("embedding", pa.list_(pa.float32(), dim)))
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in reader:
+                columns = builtins.list(batch.columns)
+                columns[at] = fixed_list(columns[at], dim)
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+        return total, batches(), schema

@@ -21,6 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from actormem.store._duckdb_sql import UnsafeLiteral, lit, row_sql, vector_lit
+from actormem.store._duckdb_vectors import blob_array
 from actormem.store._records import Batch, Change, json_text, strs_json, us
 from actormem.store._types import MemoryRecord, Namespace
 from actormem.store._wire import (
@@ -55,6 +56,7 @@ __all__ = [
     "insert_values",
     "journal_statements",
     "memory_row",
+    "moved_sql",
     "small_statements",
     "touches_sql",
     "ts_array",
@@ -100,7 +102,6 @@ def insert_table(
     else:
         keys = [r.namespace.key() for r in records]
         keys_cols = [pa.array([k[i] for k in keys], type=pa.string()) for i in range(4)]
-    flat = np.ascontiguousarray(np.stack(vectors), dtype=np.float32).reshape(-1)
     deleted = [r.deleted_at for r in records]
     superseded = [r.superseded_by for r in records]
     metadata = [r.metadata for r in records]
@@ -113,7 +114,7 @@ def insert_table(
         "kind": pa.array([r.kind for r in records], type=pa.string()),
         "content": pa.array([r.content for r in records], type=pa.string()),
         "content_hash": pa.array([r.content_hash for r in records], type=pa.string()),
-        "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat), dim),
+        "embedding": blob_array(list(vectors), dim),
         "importance": pa.array([r.importance for r in records], type=pa.float64()),
         "tags": str_lists([r.tags for r in records]),
         "source_ids": str_lists([r.source_ids for r in records]),
@@ -186,18 +187,41 @@ def update_rows(cur: Any, dim: int, changes: Sequence[Change]) -> None:
         vtbl = pa.table(
             {
                 "id": pa.array([c.record.id for c in with_vec], type=pa.string()),
-                "embedding": pa.FixedSizeListArray.from_arrays(
-                    pa.array(flat.astype(np.float32).reshape(-1)), dim
-                ),
+                "embedding": blob_array(flat, dim),
+                "ord": pa.array(range(len(with_vec)), type=pa.int64()),
             }
         )
         cur.register("_vec", vtbl)
         try:
             cur.execute(
-                "UPDATE memories SET embedding = v.embedding FROM _vec v WHERE memories.id = v.id"
+                f"CREATE OR REPLACE TEMP TABLE {_MOVED} AS SELECT memories.* REPLACE "
+                "(v.embedding AS embedding), v.ord AS _ord FROM memories JOIN _vec v "
+                f"ON memories.id = v.id; "
+                "DELETE FROM memories WHERE id IN (SELECT id FROM _vec); "
+                f"INSERT INTO memories SELECT * EXCLUDE (_ord) FROM {_MOVED} ORDER BY _ord; "
+                f"DROP TABLE {_MOVED}"
             )
         finally:
             cur.unregister("_vec")
+
+
+#: The temporary table a row with a new vector passes through (see :func:`moved_sql`).
+_MOVED = "_actormem_moved"
+
+
+def moved_sql(id_lit: str, vector: str) -> str:
+    """Give the row ``id_lit`` the vector literal ``vector`` as a new row (a new rowid).
+
+    A rebuilt index reads rows in ``created_at, rowid`` order while the live
+    index appends a row whose vector changed; ``FLOAT[dim]`` columns moved
+    the row (DuckDB updates array columns as a delete and an insert), so a
+    ``BLOB`` vector is moved the same way to keep both orders one.
+    """
+    return (
+        f"CREATE OR REPLACE TEMP TABLE {_MOVED} AS SELECT * REPLACE ({vector} AS embedding) "
+        f"FROM memories WHERE id = {id_lit}; DELETE FROM memories WHERE id = {id_lit}; "
+        f"INSERT INTO memories SELECT * FROM {_MOVED}; DROP TABLE {_MOVED}"
+    )
 
 
 def history_table(
@@ -374,9 +398,11 @@ def change_sql(change: WireChange, dim: int) -> str:
         f"deleted_at = {_ts_lit(r.deleted_at)}",
         f"metadata = CAST({lit(r.metadata)} AS JSON)",
     ]
+    out = f"UPDATE memories SET {', '.join(sets)} WHERE id = {lit(r.id)}"
     if r.vector:
-        sets.append(f"embedding = {vector_lit(np.frombuffer(r.vector, dtype=np.float32), dim)}")
-    return f"UPDATE memories SET {', '.join(sets)} WHERE id = {lit(r.id)}"
+        vector = vector_lit(np.frombuffer(r.vector, dtype=np.float32), dim)
+        out += "; " + moved_sql(lit(r.id), vector)
+    return out
 
 
 def history_sql(

@@ -14,22 +14,23 @@ by :func:`lit`, which accepts only ``None``, ``bool``, ``int``, finite
 plain ``'...'`` literal has no backslash escapes: the only special
 character is the quote, which is doubled).  A string holding a NUL
 character is refused (:class:`UnsafeLiteral`): callers fall back to bound
-parameters for it.  Vectors are written as one string literal cast to
-``FLOAT[dim]`` (DuckDB parses it in C++; the shortest ``repr`` of a float32
-widened to a double parses back to the same float32).
+parameters for it.  Vectors are stored as bytes (schema 5) and written as
+``unhex('...')`` of their float32 bytes: exact, and parsed in C++.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["UnsafeLiteral", "lit", "row_sql", "vector_lit"]
+__all__ = ["UnsafeLiteral", "array_vector_literals", "lit", "row_sql", "vector_lit"]
 
 
 class UnsafeLiteral(ValueError):
@@ -62,14 +63,32 @@ def lit(value: Any) -> str:
     raise UnsafeLiteral(f"no literal for {kind.__name__}")
 
 
+#: Set while the acknowledgement log of a file still at schema 4 or older is
+#: replayed (before its migration): vectors go into a ``FLOAT[dim]`` column.
+_ARRAY_VECTORS: ContextVar[bool] = ContextVar("actormem_array_vectors", default=False)
+
+
+@contextmanager
+def array_vector_literals(on: bool = True) -> Iterator[None]:
+    """Make :func:`vector_lit` write ``CAST('[...]' AS FLOAT[dim])`` in this context."""
+    token = _ARRAY_VECTORS.set(on)
+    try:
+        yield
+    finally:
+        _ARRAY_VECTORS.reset(token)
+
+
 def vector_lit(vector: npt.NDArray[np.float32], dim: int) -> str:
-    """A float32 vector as ``CAST('[...]' AS FLOAT[dim])``."""
-    values = np.asarray(vector, dtype=np.float32).reshape(-1)
+    """A float32 vector as the literal of its stored bytes, ``unhex('...')`` (schema 5:
+    see :mod:`actormem.store._duckdb_vectors`), or as a ``FLOAT[dim]`` array literal
+    inside :func:`array_vector_literals`."""
+    values = np.asarray(vector, dtype="<f4").reshape(-1)
     if values.size != dim or not np.isfinite(values).all():
         raise UnsafeLiteral(f"a vector of {values.size} values (or non-finite), expected {dim}")
-    # msgspec writes the shortest repr of each double, as ``repr`` does, in C
-    # (about 20 us for 256 values against 440 us for a join of reprs)
-    return f"CAST('{msgspec.json.encode(values.tolist()).decode()}' AS FLOAT[{int(dim)}])"
+    if _ARRAY_VECTORS.get():
+        # msgspec writes the shortest repr of each double, which parses back to the float32
+        return f"CAST('{msgspec.json.encode(values.tolist()).decode()}' AS FLOAT[{int(dim)}])"
+    return f"unhex('{values.tobytes().hex()}')"
 
 
 def row_sql(values: Sequence[str]) -> str:

@@ -16,6 +16,11 @@ Version history:
   13 KB at 20,000; 1.2 KB as text) and rewrote the whole row (delete +
   insert) whenever a list was updated.  Side tables were measured too: the
   same WAL bytes as text but twice the commit time (a second insert).
+* **5** -- ``memories.embedding`` is a ``BLOB`` of little-endian float32
+  values instead of ``FLOAT[dim]``: DuckDB kept min/max statistics of every
+  element, about 20 us of CPU per inserted 256-d row and a scan of every
+  float at each checkpoint (see :mod:`actormem.store._duckdb_vectors`).  The
+  dimension is the one ``store_meta`` records (``embedder_dim``).
 
 :func:`ensure_schema` creates a fresh file at :data:`SCHEMA_VERSION` or
 upgrades an older one step by step inside one transaction; a file written by a
@@ -24,23 +29,31 @@ newer actormem raises :class:`SchemaVersionError` and is left untouched.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
+import pyarrow as pa
 import structlog
 
+from actormem.store._duckdb_vectors import blob_array
 from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = ["SCHEMA_VERSION", "ensure_schema", "memories_ddl", "read_meta", "write_meta"]
 
 log = structlog.get_logger(__name__)
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 
 def memories_ddl(dim: int) -> str:
-    """The ``CREATE TABLE`` statement of the memories table (current version)."""
-    return f"""
+    """The ``CREATE TABLE`` statement of the memories table (current version).
+
+    ``dim`` no longer shapes the table: the vectors are bytes (schema 5) and
+    their size is the one ``store_meta`` records.
+    """
+    del dim
+    return """
     CREATE TABLE memories (
         id VARCHAR PRIMARY KEY,
         user_id VARCHAR NOT NULL DEFAULT '',
@@ -50,7 +63,7 @@ def memories_ddl(dim: int) -> str:
         kind VARCHAR NOT NULL,
         content VARCHAR NOT NULL,
         content_hash VARCHAR NOT NULL,
-        embedding FLOAT[{int(dim)}],
+        embedding BLOB,
         importance DOUBLE NOT NULL,
         tags VARCHAR NOT NULL DEFAULT '[]',
         source_ids VARCHAR NOT NULL DEFAULT '[]',
@@ -60,7 +73,7 @@ def memories_ddl(dim: int) -> str:
         access_count BIGINT NOT NULL DEFAULT 0,
         superseded_by VARCHAR,
         deleted_at TIMESTAMP,
-        metadata JSON NOT NULL DEFAULT '{{}}'
+        metadata JSON NOT NULL DEFAULT '{}'
     )"""
 
 
@@ -170,11 +183,54 @@ def _migrate_3_to_4(con: Any) -> None:
         con.execute(f"ALTER TABLE memories ALTER {column} SET DEFAULT '[]'")
 
 
+def _migrate_4_to_5(con: Any) -> None:
+    # The vectors become their float32 bytes.  SQL has no float -> bytes
+    # conversion, so a vectorised Python function (Arrow in, Arrow out) turns
+    # each chunk's FixedSizeList into one binary array, inside the ALTER.
+    row = con.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'memories' AND column_name = 'embedding'"
+    ).fetchall()
+    found = re.search(r"FLOAT\[(\d+)\]", str(row[0][0])) if row else None
+    if found is None:  # no vector column of a known size: a new one (re-embedding fills it)
+        if row:
+            con.execute("ALTER TABLE memories DROP COLUMN embedding")
+        con.execute("ALTER TABLE memories ADD COLUMN embedding BLOB")
+        return
+    dim = int(found.group(1))
+
+    def to_blob(column: Any) -> pa.Array:
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        n = len(column)
+        values = column.values.slice(column.offset * dim, n * dim)
+        out = blob_array(values.to_numpy(zero_copy_only=False).reshape(n, dim), dim)
+        if not column.null_count:
+            return out
+        valid = pa.array(column.is_valid().to_numpy(zero_copy_only=False))
+        return pa.Array.from_buffers(
+            out.type, n, [valid.buffers()[1], *out.buffers()[1:]], null_count=column.null_count
+        )
+
+    con.create_function(
+        "_actormem_vector_blob", to_blob, [con.dtype(f"FLOAT[{dim}]")], con.dtype("BLOB"),
+        type="arrow",
+    )  # fmt: skip
+    try:
+        con.execute(
+            "ALTER TABLE memories ALTER embedding SET DATA TYPE BLOB "
+            "USING _actormem_vector_blob(embedding)"
+        )
+    finally:
+        con.remove_function("_actormem_vector_blob")
+
+
 #: ``MIGRATIONS[v]`` upgrades a file from version ``v`` to ``v + 1``.
 MIGRATIONS: Final[dict[int, Callable[[Any], None]]] = {
     1: _migrate_1_to_2,
     2: _migrate_2_to_3,
     3: _migrate_3_to_4,
+    4: _migrate_4_to_5,
 }
 
 

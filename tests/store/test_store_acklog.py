@@ -516,3 +516,34 @@ def test_a_log_of_a_newer_format_is_refused_without_advice_to_move_it_aside(
     with pytest.raises(StoreError, match="format 9, newer") as err:
         AckLog(str(db)).read()
     assert "move it aside" not in str(err.value).lower().replace("do not move it aside", "")
+
+
+def test_a_schema_4_file_with_writes_pending_in_the_log_upgrades_losing_nothing(
+    tmp_path: Path,
+) -> None:
+    """The log is replayed before the schema migration: records written as values get
+    FLOAT[dim] literals for a file whose vectors are still an array column, then schema 5
+    turns them into bytes with the rest."""
+    from actormem.store._duckdb_vectors import fixed_list
+
+    path = tmp_path / "m.duckdb"
+    acks, facts = _write_then_die(path)
+    assert AckLog(str(path)).read()[1], "writes pending in the log"
+    con = duckdb.connect(str(path))  # back to schema 4: vectors in FLOAT[64]
+    con.create_function(
+        "_to_array", lambda col: fixed_list(col, 64), ["BLOB"], "FLOAT[64]", type="arrow"
+    )
+    con.execute(
+        "ALTER TABLE memories ALTER embedding SET DATA TYPE FLOAT[64] USING _to_array(embedding)"
+    )
+    con.execute("UPDATE schema_version SET version = 4")  # a fresh file holds one row
+    con.close()
+    _check_all_there(path, acks, facts)
+    con = duckdb.connect(str(path))
+    kind = con.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'memories' AND column_name = 'embedding'"
+    ).fetchall()
+    version = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    con.close()
+    assert kind == [("BLOB",)] and version == [(5,)]

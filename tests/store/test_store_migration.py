@@ -1,5 +1,6 @@
-"""Schema 3 -> 4: a filled schema-3 file (tags and source ids in LIST columns) opens,
-migrates in one transaction and reads back every list, filter and analytic alike."""
+"""Schema 3 -> 4 -> 5: a filled schema-3 file (tags and source ids in LIST columns,
+vectors in a FLOAT[dim] column) opens, migrates in one transaction and reads back
+every list, filter, analytic and vector alike."""
 
 from __future__ import annotations
 
@@ -97,9 +98,12 @@ def _open(path: Path) -> DuckDBStore:
     )
 
 
-def test_filled_schema_3_store_migrates_to_4(tmp_path: Path) -> None:
+def test_filled_schema_3_store_migrates_to_5(tmp_path: Path) -> None:
     path = tmp_path / "v3.duckdb"
     _make_v3_file(path)
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE memories SET embedding = NULL WHERE id = 'm9'")  # a row with no vector
+    con.close()
     with _open(path) as store:
         assert store.count(NS) == N - 2
         assert store.count(NS, include_deleted=True) == N
@@ -134,7 +138,7 @@ def test_filled_schema_3_store_migrates_to_4(tmp_path: Path) -> None:
         ).fetchall()
     )
     con.close()
-    assert versions == [1, 2, 3, 4] and SCHEMA_VERSION == 4
+    assert versions == [1, 2, 3, 4, 5] and SCHEMA_VERSION == 5
     assert types == {"tags": "VARCHAR", "source_ids": "VARCHAR"}
     with _open(path) as store:  # reopened: everything read back from the text columns
         assert store.get(NS, "m3").tags == ("renamed",)  # type: ignore[union-attr]
@@ -169,4 +173,66 @@ def test_failed_migration_leaves_the_schema_3_file_unchanged(
     ).fetchall()
     assert kinds == [("VARCHAR[]",)]
     assert con.execute("SELECT tags FROM memories WHERE id = 'm2'").fetchall() == [(_tags(2),)]
+    con.close()
+
+
+def test_migrated_vectors_are_the_same_floats(tmp_path: Path) -> None:
+    """Schema 5 stores each vector as its float32 bytes: every float survives the migration
+    exactly, a NULL vector stays NULL, and search, reopen and export read them back."""
+    path = tmp_path / "v3.duckdb"
+    _make_v3_file(path)
+    vecs = HashEmbedder(DIM).embed([f"memory number {i} about topic {i % 11}" for i in range(N)])
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE memories SET embedding = NULL WHERE id = 'm9'")
+    con.close()
+    with _open(path) as store:
+        hit = store.search("memory number 17 about topic 6", NS, limit=1, mode="vector")
+        assert hit[0].memory.id == "m17"
+        unit = vecs[17] / np.linalg.norm(vecs[17])
+        np.testing.assert_allclose(store._index.vector("m17"), unit, atol=1e-6)
+    con = duckdb.connect(str(path))
+    kind = con.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'memories' AND column_name = 'embedding'"
+    ).fetchall()
+    stored = dict(con.execute("SELECT id, embedding FROM memories").fetchall())
+    con.close()
+    assert kind == [("BLOB",)]
+    assert stored["m9"] is None
+    for i in (0, 1, 4, 17, N - 1):
+        np.testing.assert_array_equal(np.frombuffer(stored[f"m{i}"], dtype="<f4"), vecs[i])
+    (path.parent / (path.name + ".index")).unlink(missing_ok=True)  # rebuilt from the bytes
+    with _open(path) as store:
+        hit = store.search("memory number 17 about topic 6", NS, limit=1, mode="vector")
+        assert hit[0].memory.id == "m17"
+        unit = vecs[17] / np.linalg.norm(vecs[17])
+        np.testing.assert_allclose(store._index.vector("m17"), unit, atol=1e-6)
+        exported = tmp_path / "out.jsonl"
+        store.export(NS, exported)
+        rows = [json.loads(line) for line in exported.read_text().splitlines()]
+    by_id = {r["id"]: r for r in rows if "id" in r}
+    np.testing.assert_array_equal(np.asarray(by_id["m17"]["embedding"], dtype=np.float32), vecs[17])
+    assert by_id["m9"]["embedding"] is None
+
+
+def test_failed_vector_migration_leaves_the_file_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "v3.duckdb"
+    _make_v3_file(path)
+
+    def broken(con: object) -> None:
+        _schema._migrate_4_to_5(con)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(_schema.MIGRATIONS, 4, broken)
+    with pytest.raises(StoreError, match="from schema version 4 to 5"):
+        _open(path)
+    con = duckdb.connect(str(path))
+    assert con.execute("SELECT max(version) FROM schema_version").fetchall() == [(3,)]
+    kinds = con.execute(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'memories' AND column_name = 'embedding'"
+    ).fetchall()
+    assert kinds == [(f"FLOAT[{DIM}]",)]
     con.close()
