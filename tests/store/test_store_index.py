@@ -91,6 +91,51 @@ def test_one_record_is_prepared_as_in_a_batch() -> None:
             assert a.dtype == b.dtype and a.shape == b.shape and (a == b).all(), (text, field)
 
 
+def test_ascii_batch_split_prepares_like_the_regular_expression(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of ASCII texts is split joined (one translate and split per chunk); its
+    postings equal the per-text regular-expression path's: case, underscores, digits,
+    punctuation, control characters, stopwords, empty texts, chunk borders; a text
+    holding the separator or a non-ASCII character sends the batch to the per-text path."""
+    from actormem.store import _tokenize
+
+    rng = np.random.default_rng(12)
+    vocab = [*WORDS[:20], "The", "OF", "Trains", "x_y", "a1b2", "4242", "it's", "", "\x01"]
+    junk = [" ", "  ", ",", ".", "-", "_", "\t", "\n", "\x1f", "\x00", "!?", "/"]
+    ref = _tokenize._ascii_words
+    used: list[bool] = []
+
+    def spy(texts: list[str]) -> list[str] | None:
+        out = ref(texts)
+        used.append(out is not None)
+        return out
+
+    for n in (2, 3, 255, 256, 257, 700):
+        texts = [
+            "".join(
+                str(rng.choice(vocab)) + str(rng.choice(junk))
+                for _ in range(int(rng.integers(0, 12)))
+            )
+            for _ in range(n)
+        ]
+        for variant in (texts, [t.replace("\x01", "") for t in texts], [*texts[:-1], "東京 x"]):
+            recs = [
+                msgspec.structs.replace(r, content=t)
+                for r, t in zip(_records(len(variant), NS, seed=1), variant, strict=True)
+            ]
+            monkeypatch.setattr(_tokenize, "_ascii_words", spy)
+            fast = _tokenize._prepare_batch(recs)
+            monkeypatch.setattr(_tokenize, "_ascii_words", lambda texts: None)
+            slow = _tokenize._prepare_batch(recs)
+            assert (fast.count, fast.terms) == (slow.count, slow.terms)
+            for field in ("doclen", "starts", "rows", "tfs"):
+                a, b = getattr(fast, field), getattr(slow, field)
+                assert a.dtype == b.dtype and a.shape == b.shape and (a == b).all(), field
+    # the batches without the separator and without non-ASCII text took the joined path
+    assert used[1::3] == [True] * 6 and used[2::3] == [False] * 6
+
+
 def test_top_k_selection_matches_a_full_sort() -> None:
     rng = np.random.default_rng(5)
     for n, k in ((10, 20), (1000, 10), (200_000, 100), (200_000, 1000), (50_000, 7)):
