@@ -91,7 +91,7 @@ class Tables:
 
 
 def insert_table(
-    dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32]
+    dim: int, records: Sequence[MemoryRecord], vectors: Sequence[F32] | F32
 ) -> tuple[pa.Table, str, str]:
     """``(table, column list, select list)`` of an insert into ``memories``."""
     n = len(records)
@@ -114,7 +114,7 @@ def insert_table(
         "kind": pa.array([r.kind for r in records], type=pa.string()),
         "content": pa.array([r.content for r in records], type=pa.string()),
         "content_hash": pa.array([r.content_hash for r in records], type=pa.string()),
-        "embedding": blob_array(list(vectors), dim),
+        "embedding": blob_array(vectors if isinstance(vectors, np.ndarray) else list(vectors), dim),
         "importance": pa.array([r.importance for r in records], type=pa.float64()),
         "tags": str_lists([r.tags for r in records]),
         "source_ids": str_lists([r.source_ids for r in records]),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import structlog
 
@@ -56,6 +57,7 @@ __all__ = ["DuckDBWrites", "batch_ids"]
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+F32 = npt.NDArray[np.float32]
 
 #: Up to this many pending access counts are written as SQL literals.
 _LITERAL_TOUCHES: Final = 64
@@ -237,10 +239,13 @@ class DuckDBWrites:
             return
         self._drain()
         prepared: Prepared | None = None
+        stacked: F32 | None = None
         if len(batch.inserts) >= 512:
             # The Arrow tables are built here first, so the writer thread runs
             # nothing but DuckDB (which releases the GIL) while this one tokenizes.
-            tables = self._tables(batch, now)
+            # The vectors are stacked once, for the table and the index.
+            stacked = np.stack([v for _, v in batch.inserts])
+            tables = self._tables(batch, now, stacked)
             future = self._writer_pool().submit(self._transaction, batch, now, tables)
             try:
                 prepared = prepare([r for r, _ in batch.inserts])
@@ -251,7 +256,7 @@ class DuckDBWrites:
         else:
             self._transaction(batch, now)
         try:
-            self._apply_to_index(batch, prepared)
+            self._apply_to_index(batch, prepared, stacked)
         except Exception as exc:  # keep the index in step with the file no matter what
             log.error("store.index_apply_failed", path=self.path, error=str(exc))
             self._rebuild_index()
@@ -261,11 +266,13 @@ class DuckDBWrites:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="actormem-store-writer")
         return self._pool
 
-    def _tables(self, batch: Batch, now: float) -> Tables:
-        """The Arrow tables of a batch's inserts and history rows."""
+    def _tables(self, batch: Batch, now: float, stacked: F32 | None = None) -> Tables:
+        """The Arrow tables of a batch's inserts and history rows (``stacked``: their vectors)."""
         return Tables(
             insert=insert_table(
-                self._dim, [r for r, _ in batch.inserts], [v for _, v in batch.inserts]
+                self._dim,
+                [r for r, _ in batch.inserts],
+                [v for _, v in batch.inserts] if stacked is None else stacked,
             )
             if batch.inserts
             else None,
@@ -319,7 +326,9 @@ class DuckDBWrites:
         if built.history is not None:
             execute_history(cur, built.history)
 
-    def _apply_to_index(self, batch: Batch, prepared: Prepared | None = None) -> None:
+    def _apply_to_index(
+        self, batch: Batch, prepared: Prepared | None = None, stacked: F32 | None = None
+    ) -> None:
         index = self._index
         if batch.removed:
             index.remove(batch.removed)
@@ -334,11 +343,12 @@ class DuckDBWrites:
             if change.access_delta:  # a merge: the survivor absorbed the loser's count
                 index.add_access(rec.id, change.access_delta)
         if batch.inserts:
-            vectors = (
-                batch.inserts[0][1][None, :]
-                if len(batch.inserts) == 1
-                else np.stack([v for _, v in batch.inserts])
-            )
+            if stacked is not None:
+                vectors = stacked
+            elif len(batch.inserts) == 1:
+                vectors = batch.inserts[0][1][None, :]
+            else:
+                vectors = np.stack([v for _, v in batch.inserts])
             index.add([r for r, _ in batch.inserts], vectors, prepared)
             # deleted or superseded rows (an import) are kept in the file, not searchable
             dead = [r.id for r, _ in batch.inserts if not r.alive]
