@@ -119,7 +119,8 @@ def test_records_written_now_hold_values_that_render_the_same_sql(tmp_path: Path
                 assert m.agent_id.startswith("facts") and m.content.startswith("key")
         # the same statements each time, but for the history rows' fresh ids
         assert _ids_out(r.statements()) == _ids_out(";\n".join(write_statements(write)))
-        assert ("INSERT INTO memories" in r.statements()) == bool(write.inserts)
+        # (a change of a fact's text moves its row: "INSERT INTO memories SELECT", schema 5)
+        assert ("INSERT INTO memories (" in r.statements()) == bool(write.inserts)
     assert seen and seen <= set(acks)
     with _open(path) as store:  # and replayed from them
         assert all(store.get(Namespace(user_id="ada"), m) is not None for m in acks)
