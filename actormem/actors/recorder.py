@@ -78,6 +78,7 @@ from actormem.recorder import (
     speaker_label,
     turn_speaker,
 )
+from actormem.recorder._rules import CATEGORIES
 from actormem.store import (
     KEYED_KIND,
     MemoryNotFoundError,
@@ -536,7 +537,13 @@ class RecorderActor(SupervisedActor):
             return
         reason = f"reconciled ({'rules' if self._model is None else 'model'}): {d.fact.content}"
         try:
-            if d.op == "UPDATE":
+            if d.op == "UPDATE" and d.retag:
+                res = self._retag(d, reason)
+                if res.op == "UPDATE":
+                    out.updated += 1
+                else:
+                    out.unchanged += 1
+            elif d.op == "UPDATE":
                 res = self._store.update(self._ns, d.memory_id, content=d.content, reason=reason)
                 if res.op == "UPDATE":
                     out.updated += 1
@@ -555,6 +562,26 @@ class RecorderActor(SupervisedActor):
                 source=RECORDER, op=d.op, memory_id=d.memory_id, old=d.old, new=d.content
             )
         )
+
+    def _retag(self, d: Decision, reason: str) -> WriteResult:
+        """An UPDATE that moves a memory to the correcting fact's slot (espresso -> decaf)."""
+        assert d.memory_id is not None
+        rec = self._store.get(self._ns, d.memory_id)
+        if rec is None:
+            raise MemoryNotFoundError(d.memory_id)
+        new = _fact_memory(d)
+        kept = [t for t in rec.tags if not t.startswith("slot:") and t not in CATEGORIES]
+        tags = tuple(dict.fromkeys((*new.tags, *kept)))
+        meta = {k: v for k, v in rec.metadata.items() if k != "slot"}
+        if d.fact.slot:
+            meta["slot"] = d.fact.slot
+        res = self._store.update(
+            self._ns, d.memory_id, content=d.content, tags=tags, metadata=meta, reason=reason
+        )
+        self._slots = {k: v for k, v in self._slots.items() if v != d.memory_id}
+        if d.fact.slot:
+            self._slots[d.fact.slot] = d.memory_id
+        return res
 
     # -- extraction and reconciliation -------------------------------------------------------
 
@@ -612,26 +639,27 @@ class RecorderActor(SupervisedActor):
     def _held_slots(self, facts: Sequence[ExtractedFact]) -> dict[str, MemoryRecord]:
         held: dict[str, MemoryRecord] = {}
         for f in facts:
-            if not f.slot or f.slot in held:
-                continue
-            rec: MemoryRecord | None = None
-            mid = self._slots.get(f.slot)
-            if mid is not None:
-                rec = self._store.get(self._ns, mid)
-            if rec is None:
-                hits = self._store.search(
-                    f.content,
-                    self._ns,
-                    limit=1,
-                    filters=SearchFilters(tags_all=(_slot_tag(f.slot),)),
-                    touch=False,
-                )
-                rec = hits[0].memory if hits else None
-            if rec is not None:
-                held[f.slot] = rec
-                self._slots[f.slot] = rec.id
-            else:
-                self._slots.pop(f.slot, None)
+            for slot in (f.slot, *f.replaces):
+                if not slot or slot in held:
+                    continue
+                rec: MemoryRecord | None = None
+                mid = self._slots.get(slot)
+                if mid is not None:
+                    rec = self._store.get(self._ns, mid)
+                if rec is None:
+                    hits = self._store.search(
+                        f.content,
+                        self._ns,
+                        limit=1,
+                        filters=SearchFilters(tags_all=(_slot_tag(slot),)),
+                        touch=False,
+                    )
+                    rec = hits[0].memory if hits else None
+                if rec is not None and rec.kind not in _NOT_RECONCILED:
+                    held[slot] = rec
+                    self._slots[slot] = rec.id
+                else:
+                    self._slots.pop(slot, None)
         return held
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -12,8 +12,11 @@ answers, per fact, one of:
 * ``NONE`` -- already known.
 
 :func:`reconcile_by_slot` is the offline counterpart for rule-extracted
-facts: a fact whose ``slot`` (name, location, ``pref:coffee``, ...) is
-already held by a stored memory updates that memory; others are added.
+facts: a fact whose ``slot`` (name, location, ``pref:coffee``,
+``consume:espresso``, ...) is already held by a stored memory updates that
+memory; a correction ("I switched from espresso to decaf", "I sold the
+Volvo") also names the slots it ``replaces``, and updates (or deletes) the
+memory that holds them; others are added.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import structlog
 from actormem.messages import Msg
 from actormem.models.base import ChatModel
 from actormem.models.gate import TurnGate
+from actormem.recorder._corrections import family_of_slot, rewrite, slot_of
 from actormem.recorder._extract import ExtractedFact, ExtractionError, ask_json
 from actormem.recorder._support import is_supported
 from actormem.store import MemoryRecord
@@ -56,6 +60,8 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         memory_id: The stored memory it updates, deletes or duplicates.
         content: The text to store (``ADD`` and ``UPDATE``).
         old: The stored memory's text before (``UPDATE``, ``DELETE``, ``NONE``).
+        retag: An ``UPDATE`` that moves the memory to the fact's slot and
+            category (a correction by another thing: "espresso" -> "decaf").
     """
 
     op: ReconcileOp
@@ -63,6 +69,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     memory_id: str | None = None
     content: str = ""
     old: str = ""
+    retag: bool = False
 
 
 RECONCILE_PROMPT: Final = """\
@@ -236,33 +243,108 @@ def reconcile_by_slot(
 ) -> list[Decision]:
     """Offline reconciliation of rule-extracted facts.
 
-    Within the batch, only the last fact of each slot counts.  A fact whose
-    slot is held by a stored memory with the same text is ``NONE``, with
-    another text ``UPDATE``; facts without a slot, or with a slot nobody
-    holds yet, are ``ADD``.
+    Within the batch, only the last fact of each slot counts, and a fact
+    whose slot a later fact ``replaces`` is dropped.  A fact's *targets* are
+    the held memories of its slot and of the slots it ``replaces`` (see
+    ``_corrections``); a target that a later fact of the batch also has
+    belongs to the later fact, and a fact left with none of its targets is
+    dropped (it was superseded in the same batch).  Then:
+
+    * no target: ``ADD`` (a fact marked ``if_held`` is dropped instead: it
+      only corrects);
+    * the first target: ``NONE`` when it says the same, else ``UPDATE`` to
+      the fact's text (for a swap, the held text with the new thing in
+      place of the old; the memory takes the fact's slot);
+    * any other target: ``DELETE`` (the fact said it is no longer true).
 
     Args:
         facts: The new facts, in the order they were said.
-        held: Stored memory per slot.
+        held: Stored memory per slot (the facts' slots and the slots they replace).
 
     Returns:
-        One decision per surviving fact, in order.
+        One decision per surviving fact (and per extra target deleted), in order.
     """
     last: dict[str, int] = {}
+    replaced_later: dict[str, int] = {}
     for i, f in enumerate(facts):
         if f.slot:
             last[f.slot] = i
+        for r in f.replaces:
+            replaced_later[r] = i
+    targets: list[list[MemoryRecord]] = []
+    for f in facts:
+        seen: dict[str, MemoryRecord] = {}
+        for s in (f.slot, *f.replaces):
+            rec = held.get(s) if s else None
+            if rec is not None:
+                seen.setdefault(rec.id, rec)
+        targets.append(list(seen.values()))
+    claimed: set[str] = set()
+    keep = [True] * len(facts)
+    for i in range(len(facts) - 1, -1, -1):
+        f = facts[i]
+        if f.slot and (
+            last[f.slot] != i or (replaced_later.get(f.slot, -1) > i and not f.retraction)
+        ):
+            keep[i] = False
+            continue
+        mine = [r for r in targets[i] if r.id not in claimed]
+        if targets[i] and not mine:
+            keep[i] = False
+            continue
+        targets[i] = mine
+        claimed.update(r.id for r in mine)
     out: list[Decision] = []
     for i, f in enumerate(facts):
-        if f.slot and last[f.slot] != i:
+        if not keep[i]:
             continue
-        rec = held.get(f.slot) if f.slot else None
-        if rec is None:
-            out.append(Decision(op="ADD", fact=f, content=f.content))
-        elif rec.content.casefold() == f.content.casefold():
-            out.append(Decision(op="NONE", fact=f, memory_id=rec.id, old=rec.content))
+        if not targets[i]:
+            if not f.if_held:
+                out.append(Decision(op="ADD", fact=f, content=f.content))
+            continue
+        first, *rest = targets[i]
+        g = _as_correction(f, first)
+        if first.content.casefold() == g.content.casefold():
+            out.append(Decision(op="NONE", fact=g, memory_id=first.id, old=first.content))
         else:
             out.append(
-                Decision(op="UPDATE", fact=f, memory_id=rec.id, content=f.content, old=rec.content)
+                Decision(
+                    op="UPDATE",
+                    fact=g,
+                    memory_id=first.id,
+                    content=g.content,
+                    old=first.content,
+                    retag=_slot(first) != g.slot,
+                )
             )
+        for rec in rest:
+            out.append(Decision(op="DELETE", fact=g, memory_id=rec.id, old=rec.content))
     return out
+
+
+def _slot(rec: MemoryRecord) -> str:
+    value = rec.metadata.get("slot", "")
+    return value if isinstance(value, str) else ""
+
+
+def _as_correction(f: ExtractedFact, target: MemoryRecord) -> ExtractedFact:
+    """``f`` as it replaces ``target``: a swap's text and slot come from the held fact."""
+    held_slot = _slot(target)
+    if not f.swap:
+        if f.slot or not held_slot:
+            return f
+        # "I gave up sugar" (no family of its own): it takes the slot it corrects
+        return msgspec.structs.replace(f, slot=held_slot)
+    subject, old, new = f.swap
+    text = rewrite(target.content, subject, old, new)
+    if not text:
+        text = f.content
+    family = family_of_slot(held_slot)
+    slot = held_slot
+    if new and family is not None:
+        prefix = held_slot.rsplit("/", 1)[0] + "/" if "/" in held_slot else ""
+        slot = prefix + slot_of(family, new)
+    tags = target.tags[:1] if target.tags and not target.tags[0].startswith("slot:") else f.tags
+    return msgspec.structs.replace(
+        f, content=text, slot=slot, tags=tags, kind=target.kind, if_held=False
+    )

@@ -37,6 +37,9 @@ possession     "I drive a Tesla", "I own a bike", "my car is a Volvo"
 dislike        hate, can't stand, not a fan of, don't like, "X is not my thing"
 like           love, like, enjoy, big fan of, into, "X is my favourite"
 hobby          play, knit, paint, go climbing, "my hobby is", "I'm training for"
+correction     a swap or retraction no category above reads: "not X any more,
+               now Y", "I switched from X to Y", "I sold the Volvo" (it
+               only stands when it corrects a held fact, see ``_corrections``)
 =============  ==========================================================
 
 Names, ages, homes, origins, likes and dislikes are phrased from templates
@@ -45,11 +48,17 @@ user's own words in the third person ("I have a dog named Max" -> "User has
 a dog named Max", "I don't eat meat anymore" -> "User does not eat meat").
 Single-valued facts carry a ``slot`` (``name``, ``age``, ``location``,
 ``origin``, ``employer``, ``occupation``, ``relationship``, ``diet``,
-``pref:<thing>``, ...) so that a correction ("we moved to Lyon", "I've
-switched to ...", "not X any more, now Y") replaces the older fact instead of
-piling up beside it.  The category is the fact's first tag.  A message with
-a ``name`` is phrased about that name instead of "User", and its slots are
-the speaker's own.
+``pref:<thing>``, ...) so that a correction ("we moved to Lyon", "I left
+Shopify and joined Stripe") replaces the older fact instead of piling up
+beside it.  Facts about a thing one consumes, does, owns or likes carry an
+*object slot* (``consume:espresso``, ``do:tennis``, ``own:volvo``,
+``pref:jazz``), and a clause that takes such a thing back or swaps it
+("I don't eat meat anymore", "I stopped playing tennis, I play padel now",
+"I sold the Volvo", "not espresso any more, now decaf", "I switched from
+espresso to decaf") names the slots it replaces: ``_corrections.py`` says
+how, ``reconcile_by_slot`` updates the held fact.  The category is the
+fact's first tag.  A message with a ``name`` is phrased about that name
+instead of "User", and its slots are the speaker's own.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from typing import Final
 
 from actormem._pace import pace
 from actormem.messages import Msg
+from actormem.recorder._corrections import amend, change_of, link, retraction_fact, swap_fact
 from actormem.recorder._lexicon import (
     _ABOUT_ANSWERS,
     _AHEAD,
@@ -122,6 +132,7 @@ CATEGORIES: Final = tuple(
         "dislike",
         "like",
         "hobby",
+        "correction",
     ]
 )
 
@@ -456,7 +467,8 @@ _LIKE_RX: Final = (
 def _clean_value(value: str) -> str:
     value = value.strip().strip("\"'`").strip()
     value = re.sub(
-        r"\s+(?:too|as well|now|though|anyway|actually|a lot|so much|very much|recently|"
+        r"\s+(?:too|as well|now|any ?more|any longer|no more|these days|though|anyway|actually|"
+        r"a lot|so much|very much|recently|"
         r"yesterday|today|(?:last|this|next) (?:week|month|year)|in \d{4}|since \d{4}|"
         r"for (?:\w+ )?years?|more than \w+|over \w+|most of all)$",
         "",
@@ -643,6 +655,14 @@ _HYPOTHETICAL_WORDS: Final = _lex(
     "if when once unless suppose imagine maybe perhaps wonder wish love like not curious "
     "looking thinking guess think hope sure"
 )
+#: A clause can take something back only with one of these words (see ``_corrections``).
+_CHANGE_WORDS: Final = _lex(
+    "stopped quit quitted gave given ditched dropped kicked cut abandoned sold rid away donated "
+    "traded scrapped totaled totalled wrote switched moved changed went gone converted "
+    "upgraded downgraded transitioned graduated replaced substituted swapped exchanged not "
+    "no don't dont never can't cannot out instead rather place longer off done through over "
+    "finished used haven't hadn't history"
+)
 _DIGIT: Final = re.compile(r"\d")
 _WORD_RE: Final = re.compile(r"[a-z0-9\u00c0-\u024f'-]+")
 
@@ -717,6 +737,7 @@ class RuleExtractor:
                     continue
                 first_person = bool(_FIRST_PERSON.search(clause))
                 has_digit = _DIGIT.search(clause) is not None
+                change = change_of(clause) if not words.isdisjoint(_CHANGE_WORDS) else None
                 for rule in _ORDER:
                     if not first_person and rule not in _IMPERATIVE_OK:
                         continue
@@ -731,18 +752,25 @@ class RuleExtractor:
                         continue
                     content, category, slot, importance, confidence = fact
                     content = _TRAILING.sub("", content).rstrip(" .!,;:")
+                    content = re.sub(rf"^(?i:now),? (?={re.escape(subject)}\b)", "", content)
                     if subject != "User" and slot:
                         slot = f"{subject.casefold()}/{slot}"
-                    found.append(
-                        ExtractedFact(
-                            content=content,
-                            kind="preference" if category in ("like", "dislike") else "fact",
-                            importance=importance,
-                            confidence=confidence,
-                            tags=(category,),
-                            slot=slot[:200],
-                            source_ids=source_ids,
-                        )
+                    extracted = ExtractedFact(
+                        content=content,
+                        kind="preference" if category in ("like", "dislike") else "fact",
+                        importance=importance,
+                        confidence=confidence,
+                        tags=(category,),
+                        slot=slot[:200],
+                        source_ids=source_ids,
                     )
+                    found.append(amend(extracted, clause, subject, change))
                     break
-        return found
+                else:
+                    if (change is not None and change.new) or (
+                        change is not None and change.verbless
+                    ):
+                        found.append(swap_fact(change, subject, source_ids))
+                    elif change is not None and first_person:
+                        found.append(retraction_fact(change, clause, subject, source_ids))
+        return link(found)

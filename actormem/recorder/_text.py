@@ -132,7 +132,8 @@ _IRREGULAR: Final = {
     "'d": "would",
 }
 _SUBJECT_VERB: Final = re.compile(
-    rf"\b(?:I|[Ww]e)(?:\s+(?:{_alt(_ADVERBS)}))*(?:\s+([A-Za-z][A-Za-z']*)|('m|'re|'ve|'ll|'d))\b"
+    rf"\b(?:I|[Ww]e)(?:\s+(?:no longer|{_alt(_ADVERBS)}))*"
+    rf"(?:\s+([A-Za-z][A-Za-z']*)|('m|'re|'ve|'ll|'d))\b"
 )
 _OBJECT_PRONOUNS: Final = (
     (re.compile(r"\b(?:[Mm]y|[Oo]ur|[Mm]ine)\b"), "{}'s"),

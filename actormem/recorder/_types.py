@@ -19,6 +19,17 @@ class ExtractedFact(msgspec.Struct, frozen=True, kw_only=True):
         slot: For single-valued facts, what it is about ("location",
             "pref:coffee"); a newer fact with the same slot replaces the older.
         source_ids: Ids of the messages it came from.
+        replaces: Slots of held facts this fact supersedes (a correction:
+            "I switched from espresso to decaf"); the first one held is
+            updated to this fact, any other is deleted.
+        retraction: The fact takes something back ("I stopped playing
+            tennis"); a later fact of the same batch that replaces the same
+            held fact makes it redundant.
+        swap: ``(subject, old, new)`` when the fact's text is written from
+            the held fact it replaces ("not espresso any more, now decaf";
+            ``new`` is "" for a bare "not X any more").
+        if_held: The fact only stands as a correction: with no held fact to
+            correct it is dropped.
     """
 
     content: str
@@ -28,3 +39,7 @@ class ExtractedFact(msgspec.Struct, frozen=True, kw_only=True):
     tags: tuple[str, ...] = ()
     slot: str = ""
     source_ids: tuple[str, ...] = ()
+    replaces: tuple[str, ...] = ()
+    retraction: bool = False
+    swap: tuple[str, ...] = ()
+    if_held: bool = False
