@@ -22,6 +22,8 @@ Tables (all in the connection's ``search_path`` schema):
   new rows by the store's
   insert path and for updates and deletes by statement-level triggers on
   ``memories``; ``vector_indexes``.
+* ``memory_gone`` and ``memories.chg`` -- the change feed (hard deletes; the
+  transaction that wrote each row version), :mod:`actormem.store._pg_feed`.
 
 Indexes: a partial btree over the live rows' namespace columns and content
 hash (exact-duplicate lookups, and the scan a tenant's search runs), a
@@ -48,6 +50,7 @@ from typing import Any, Final
 
 import structlog
 
+from actormem.store._pg_feed import add_change_feed
 from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._types import SchemaVersionError, StoreError
@@ -80,10 +83,12 @@ log = structlog.get_logger(__name__)
 #: (:func:`actormem.store._pg_groups.group_postings`); **9** -- each posting group carries its
 #: document frequency and bounds, ``term_stats`` / ``term_bounds`` become views of the groups
 #: and a batch no longer upserts a statistics row per term
-#: (:func:`actormem.store._pg_group_stats.stats_from_groups`).
+#: (:func:`actormem.store._pg_group_stats.stats_from_groups`); **10** -- the change
+#: feed the per-process search cache catches up from: ``memories.chg`` (the writing
+#: transaction's id) and ``memory_gone`` (:func:`actormem.store._pg_feed.add_change_feed`).
 #: A shipped step is never edited: a change to the schema is a new step (a database
 #: already at a version never runs that version's step again).
-PG_SCHEMA_VERSION: Final = 9
+PG_SCHEMA_VERSION: Final = 10
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -530,6 +535,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     6: _postings_written_by_writer,
     7: group_postings,
     8: stats_from_groups,
+    9: add_change_feed,
 }
 
 

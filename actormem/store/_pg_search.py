@@ -1,8 +1,12 @@
-"""How the PostgreSQL backend collects a search's candidates: one SQL statement.
+"""How the PostgreSQL backend collects a search's candidates in SQL: one statement.
 
-Everything is read from the database at query time (no per-process index
-that another worker's commit could leave stale), in **one statement on one
-pooled connection** (one round trip), built by :func:`collect`:
+This is the SQL first stage: the path of a scope this process holds no copy
+of (cold, larger than the cache's budget, or a hybrid search blending the
+scope's episodes), and the reference the search cache is tested against.  A
+scope the process holds is searched by its in-memory copy instead, kept exact
+through the database on every search (:mod:`actormem.store._pg_cache`).
+Here everything is read from the database at query time, in **one statement
+on one pooled connection** (one round trip), built by :func:`collect`:
 
 Statistics
     The scope's live row count, total term count and episode count come from

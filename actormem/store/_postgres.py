@@ -2,14 +2,20 @@
 
 Storage
     One database (schema in :mod:`actormem.store._pg_schema`) is the store
-    of record and the only state: there is no in-process index, so what one
-    process commits is found by every other process's next search.  A
+    of record.  A process keeps in-memory copies of the scopes it searches
+    (:mod:`actormem.store._pg_cache`), but every search checks its copy
+    against the database's change feed in the statement that fetches the
+    candidates' rows and catches up first when another writer changed the
+    scope: what one process commits is found by every other process's next
+    search.  A
     ``psycopg_pool.ConnectionPool`` serves the store's threads; every write
     method is one transaction, committed when it returns.  Rows go in with
     binary ``COPY`` (inserts, history) and parameterised statements.
 
 Search
-    See :mod:`actormem.store._pg_search`: one statement per search (scope
+    A scope held in this process's search cache: the first stage on its copy
+    and one statement (:mod:`actormem.store._pg_cache`).  Otherwise
+    :mod:`actormem.store._pg_search`: one statement per search (scope
     statistics from trigger-kept tables, exact vector search inside the scope
     with ``ORDER BY (embedding <=> $q) + 0``, BM25 over the rows holding a
     query term), fusion and the second stage shared with DuckDB
@@ -109,11 +115,12 @@ from actormem.store._base import Plan, StoreBase
 from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, AnnIndexes, scope_text
+from actormem.store._pg_cache import SearchCache
 from actormem.store._pg_conn import redacted
 from actormem.store._pg_gather import Aside, Gatherer
 from actormem.store._pg_queries import PgQueries, scope_sql
 from actormem.store._pg_schema import read_meta, write_meta
-from actormem.store._pg_search import SMALL_SCOPE
+from actormem.store._pg_search import SMALL_SCOPE, Candidates
 from actormem.store._pg_txn import PgConnections
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
@@ -153,6 +160,9 @@ Key = tuple[str, str, str, str]
 
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 
+#: ``search_cache_rows``'s default: ~240 MB of copies at 256 dimensions.
+DEFAULT_CACHE_ROWS: Final = 200_000
+
 
 class PostgresStore(PgConnections, PgQueries, StoreBase):
     """Long-term memory in PostgreSQL with pgvector, for many processes and hosts.
@@ -178,6 +188,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         hnsw_min_rows: int | None = DEFAULT_MIN_ROWS,
+        search_cache_rows: int | None = DEFAULT_CACHE_ROWS,
     ) -> None:
         """Connect to (and if needed set up) the store in the database ``dsn``.
 
@@ -194,6 +205,12 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 index of its own, built in the background by the first
                 worker that searches it (see :mod:`actormem.store._pg_ann`);
                 ``None``: every search stays exact.
+            search_cache_rows: Rows this process keeps in its search cache
+                over all scopes it searches (least recently searched scopes
+                dropped first; about 1.2 KB per row at 256 dimensions),
+                kept exact through the database on every search
+                (:mod:`actormem.store._pg_cache`); ``None``: every search is
+                answered by SQL alone.
 
         Raises:
             ImportError: The ``postgres`` extra is not installed.
@@ -219,6 +236,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 ("pool_size", pool_size),
                 ("connect_timeout", connect_timeout),
                 ("hnsw_min_rows", hnsw_min_rows),
+                ("search_cache_rows", search_cache_rows),
             ):
                 STORE_SETTINGS[name].check(value, name, error=InvalidMemoryError)
             if on_embedder_mismatch not in ("error", "reembed"):
@@ -255,6 +273,11 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         self._aside = Aside(lambda: self._pool, pool_size)
         self._gatherer = Gatherer(self._aside)
         self._planner_stats = PlannerStats(self._connect, self.url)
+        self._cache = (
+            None
+            if search_cache_rows is None
+            else SearchCache(self._read, lambda: self._dim, search_cache_rows)
+        )
         try:
             self._read("open", self._ann.refresh)
             self.last_reembed: ReembedReport | None = None
@@ -302,6 +325,8 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             log.warning("store.flush_failed_on_close", where=self.url, error=str(exc))
         self._closed = True
         self._ann.close()
+        if self._cache is not None:
+            self._cache.close()
         self._planner_stats.close()
         self._aside.close()
         if self._pid == os.getpid():
@@ -435,6 +460,9 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             write_meta(conn, {"embedder_name": self._embedder.name, "embedder_dim": str(self._dim)})
 
         self._transaction("reembed", body)
+        cache: SearchCache | None = getattr(self, "_cache", None)
+        if cache is not None:
+            cache.clear()  # every row changed (and maybe the dimension)
         log.info(
             "store.reembedded",
             where=self.url,
@@ -535,16 +563,14 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         k1, b = cfg.bm25_k1, cfg.bm25_b
         wp, wn, w2 = cfg.context_prev_weight, cfg.context_next_weight, cfg.context_prev2_weight
         context = (wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None
-        ann = self._ann.predicate(scope) if use_vec and filters is None else None
-        key = scope_text(scope)
-        # a scope this process saw large: its keyword side is pruned beforehand
-        large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
-
-        cands = self._read(
-            "search",
-            lambda conn: self._gatherer.gather(
-                conn,
-                scope,
+        df_terms = rerank.idf_terms if rerank is not None else ()
+        cands = None
+        entry = self._cache.entry(scope) if self._cache is not None else None
+        # the copy serves every search but a context blend over a scope with episodes
+        # (decided again by the copy once it is current)
+        if entry is not None and (context is None or entry.episodes == 0):
+            cands = self._cache.candidates(  # type: ignore[union-attr]
+                entry,
                 filters,
                 terms,
                 qvec,
@@ -553,18 +579,15 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 use_kw=use_kw,
                 k1=k1,
                 b=b,
-                ann=ann,
-                context=context,
-                large=large,
-                df_terms=rerank.idf_terms if rerank is not None else (),
-            ),
-        )
-        if cands.rows and cands.n_docs > SMALL_SCOPE:  # only large scopes are remembered
-            self._scope_docs[key] = cands.n_docs
-        elif cands.rows:
-            self._scope_docs.pop(key, None)
-        if use_vec and filters is None and ann is None:
-            self._ann.consider(scope, cands.n_docs)
+                df_terms=df_terms,
+                context=context is not None,
+            )
+        if cands is None:
+            cands = self._sql_candidates(
+                scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context, df_terms
+            )
+            if self._cache is not None and entry is None:
+                self._cache.consider(scope, cands.n_docs)
         if not cands.rows:
             return []
         rows = cands.rows
@@ -635,6 +658,68 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             shown_bm25=shown_kw,
         )
         return [(s, record(s.row)) for s in scored]
+
+    def _sql_candidates(
+        self,
+        scope: Namespace,
+        filters: SearchFilters | None,
+        terms: builtins.list[str],
+        qvec: F32 | None,
+        pool: int,
+        use_vec: bool,
+        use_kw: bool,
+        k1: float,
+        b: float,
+        context: tuple[float, float, float] | None,
+        df_terms: Sequence[str],
+    ) -> Candidates:
+        """The first stage in SQL (:mod:`actormem.store._pg_search`): the fallback of the
+        search cache and the reference its tests compare with."""
+        ann = self._ann.predicate(scope) if use_vec and filters is None else None
+        key = scope_text(scope)
+        # a scope this process saw large: its keyword side is pruned beforehand
+        large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
+        cands: Candidates = self._read(
+            "search",
+            lambda conn: self._gatherer.gather(
+                conn,
+                scope,
+                filters,
+                terms,
+                qvec,
+                pool,
+                use_vec=use_vec,
+                use_kw=use_kw,
+                k1=k1,
+                b=b,
+                ann=ann,
+                context=context,
+                large=large,
+                df_terms=df_terms,
+            ),
+        )
+        if cands.rows and cands.n_docs > SMALL_SCOPE:  # only large scopes are remembered
+            self._scope_docs[key] = cands.n_docs
+        elif cands.rows:
+            self._scope_docs.pop(key, None)
+        if use_vec and filters is None and ann is None:
+            self._ann.consider(scope, cands.n_docs)
+        return cands
+
+    def warm_cache(self, namespace: Namespace) -> bool:
+        """Load this process's search-cache copy of the scope ``namespace`` now.
+
+        A scope is otherwise loaded in the background after its first
+        search (see :mod:`actormem.store._pg_cache`).
+
+        Returns:
+            Whether the scope is now held (``False``: no cache, or the scope
+            is larger than ``search_cache_rows``).
+        """
+        self._check_open()
+        if self._cache is None:
+            return False
+        return self._cache.warm(check_namespace(namespace)) is not None
 
     # -- misc -----------------------------------------------------------------------------
 

@@ -1,0 +1,382 @@
+"""The PostgreSQL backend's per-process search cache, kept exact through the database.
+
+Why
+    The SQL first stage (:mod:`actormem.store._pg_search`) of a large scope
+    sums thousands of postings and looks up hundreds of rows by primary key
+    per search (~30 ms at 100k rows on one scope, where DuckDB's in-memory
+    index takes ~5).  This module gives each process an in-memory copy of the
+    scopes it searches (:class:`~actormem.store._pg_cache_index.ScopeIndex`)
+    and runs the first stage on it, while the database stays the one store
+    of record.
+
+Exact on every search, never "eventually"
+    A copy is exact for one database snapshot (``pg_current_snapshot()``).
+    Every search sends **one statement** that (a) fetches the candidates'
+    rows (liveness and scope checked again, the relevance columns
+    ``access_count`` / ``last_accessed`` / ``importance`` as they are now,
+    pgvector's cosine) and (b) asks the change feed
+    (:mod:`actormem.store._pg_feed`) whether any row of the scope was
+    written, or hard-deleted, by a transaction the copy's snapshot did not
+    see, in the statement's own snapshot.  When nothing changed, the copy is
+    exact for the statement's snapshot too and the answer stands.  When
+    something changed, the copy catches up -- the changed rows (and gone
+    ids) are read in one ``REPEATABLE READ`` snapshot and applied -- and the
+    first stage and the statement run again (at most 3 times, then the search
+    goes the SQL way).  So a commit in one process is found by any other's
+    very next search, whatever order transactions commit in (the feed is
+    ordered by snapshot visibility, not by a counter).  LISTEN/NOTIFY is not
+    used: the check costs nothing beyond the statement a search sends anyway.
+
+What is served from the copy and what is not
+    Searches in every mode and with every filter over a scope held in the
+    copy.  The SQL path (kept whole: the fallback and the reference the
+    equivalence tests compare with) serves: scopes not (yet) loaded, scopes
+    larger than the budget, hybrid searches whose scope holds episodes while
+    neighbouring-episode context is on (that blend is the SQL statement's;
+    not moved here yet), and a search whose copy could not catch up.
+
+Memory budget and loading
+    ``search_cache_rows`` (a :class:`~actormem.store.PostgresStore` argument)
+    bounds the rows held by all copies of the process; the least recently
+    searched scopes are dropped first, a scope larger than the budget is
+    never loaded.  About 1.2 KB per row at 256 dimensions (the float32
+    vector is 1 KB).  A scope is loaded after its first search, by one
+    background thread per store, while its searches go the SQL way until it
+    is ready (a load costs ~1-2 s per 100k rows, hundreds of searches);
+    :meth:`SearchCache.warm` loads one now.  A copy whose snapshot is older
+    than the feed's trim horizon (``feed_trimmed``) is dropped and loaded
+    again.
+
+Processes
+    A forked child starts with an empty cache (the parent's copies are not
+    used: their loader thread and locks did not survive the fork).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from actormem.store._pg_ann import scope_text
+from actormem.store._pg_cache_index import LOAD_COLUMNS, FirstStage, ScopeIndex
+from actormem.store._pg_feed import TRIMMED_KEY, snapshot_xmin
+from actormem.store._pg_queries import PG_LIVE, PG_SELECT, read_snapshot, scope_sql
+from actormem.store._pg_search import Candidates
+from actormem.store._types import Namespace, SearchFilters
+
+__all__ = ["SearchCache"]
+
+log = structlog.get_logger(__name__)
+
+F32 = npt.NDArray[np.float32]
+T = TypeVar("T")
+Reader = Callable[[str, Callable[[Any], Any]], Any]
+
+#: Times a search catches up and runs again before it goes the SQL way.
+_ATTEMPTS: Final = 3
+_SELECT_M: Final = ", ".join("m." + c.strip() for c in PG_SELECT.split(","))
+_N_SELECT: Final = len(PG_SELECT.split(","))
+
+
+def _changed_sql(table: str, columns: str = "user_id, agent_id, run_id, session_id") -> str:
+    """``columns`` of the rows of ``table`` written by a transaction the snapshot ``%s``
+    did not see (it is passed as its xmin, then itself).  Planned alone (the callers
+    materialize it), so it is the range scan of the ``chg`` index, never the scope's."""
+    return (
+        f"SELECT {columns} FROM {table} WHERE chg >= %s::xid8 "
+        "AND NOT pg_visible_in_snapshot(chg, %s::pg_snapshot)"
+    )
+
+
+def _fetch(sql: str, args: list[Any]) -> Callable[[Any], list[Any]]:
+    return lambda conn: list(conn.execute(sql, args).fetchall())
+
+
+class SearchCache:
+    """The copies of one store in one process (module docstring)."""
+
+    def __init__(self, read: Reader, dim: Callable[[], int], budget_rows: int) -> None:
+        self._read = read
+        self._dim = dim
+        self.budget_rows = budget_rows
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, ScopeIndex] = OrderedDict()
+        self._loading: set[str] = set()
+        self._queue: queue.SimpleQueue[Namespace | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        #: Searches answered from a copy, and copies loaded (tests and benchmarks read them).
+        self.hits = 0
+        self.loads = 0
+
+    # -- process and lifecycle --------------------------------------------------------
+
+    def _check_pid(self) -> None:
+        if self._pid != os.getpid():  # a forked child: start empty
+            self._pid = os.getpid()
+            self._lock = threading.Lock()
+            self._entries = OrderedDict()
+            self._loading = set()
+            self._queue = queue.SimpleQueue()
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop the loader thread and drop every copy."""
+        self._closed = True
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            thread.join()
+        self._thread = None
+        self._entries.clear()
+
+    def clear(self) -> None:
+        """Drop every copy (a re-embedding changed every vector and maybe the dimension)."""
+        with self._lock:
+            self._entries.clear()
+
+    @property
+    def rows(self) -> int:
+        """Rows held by all copies."""
+        return sum(e.rows for e in list(self._entries.values()))
+
+    def held(self, scope: Namespace) -> bool:
+        """Whether a copy of ``scope`` is held."""
+        return scope_text(scope) in self._entries
+
+    # -- loading ----------------------------------------------------------------------
+
+    def consider(self, scope: Namespace, n_docs: int) -> None:
+        """After a search the SQL way: load ``scope`` in the background if it fits."""
+        self._check_pid()
+        if self._closed or n_docs > self.budget_rows or n_docs == 0:
+            return
+        key = scope_text(scope)
+        with self._lock:
+            if key in self._entries or key in self._loading:
+                return
+            self._loading.add(key)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loader, name="actormem-store-cache", daemon=True
+                )
+                self._thread.start()
+        self._queue.put(scope)
+
+    def _loader(self) -> None:
+        while True:
+            scope = self._queue.get()
+            if scope is None or self._closed:
+                return
+            try:
+                self.warm(scope)
+            except Exception as exc:  # the SQL path goes on serving the scope
+                log.warning("store.cache_load_failed", scope=str(scope), error=str(exc))
+            finally:
+                with self._lock:
+                    self._loading.discard(scope_text(scope))
+
+    def warm(self, scope: Namespace) -> ScopeIndex | None:
+        """Load the copy of ``scope`` now (replacing a held one); ``None`` when it is larger
+        than the budget."""
+        self._check_pid()
+        dim = self._dim()
+
+        def load(conn: Any) -> ScopeIndex | None:
+            where, params = scope_sql(scope)
+            with read_snapshot(conn):
+                snap = str(conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
+                n = conn.execute(
+                    f"SELECT count(*) FROM memories WHERE {where} AND {PG_LIVE}", params
+                ).fetchone()[0]
+                if int(n) > self.budget_rows:
+                    return None
+                entry = ScopeIndex(scope, dim, snap, snapshot_xmin(snap))
+                cur = conn.cursor(binary=True)
+                cur.execute(
+                    f"SELECT {LOAD_COLUMNS} FROM memories WHERE {where} AND {PG_LIVE}", params
+                )
+                while True:
+                    chunk = cur.fetchmany(8192)
+                    if not chunk:
+                        break
+                    entry.apply(chunk)
+                return entry
+
+        entry: ScopeIndex | None = self._read("search cache load", load)
+        if entry is None:
+            return None
+        key = scope_text(scope)
+        with self._lock:
+            self._entries.pop(key, None)
+            # the least recently searched copies make room
+            while self._entries and self.rows + entry.rows > self.budget_rows:
+                _, old = self._entries.popitem(last=False)
+                log.info("store.cache_evicted", scope=str(old.scope), rows=old.rows)
+            self._entries[key] = entry
+            self.loads += 1
+        log.info("store.cache_loaded", scope=str(scope), rows=entry.live)
+        return entry
+
+    # -- searching --------------------------------------------------------------------
+
+    def entry(self, scope: Namespace) -> ScopeIndex | None:
+        """The held copy of ``scope`` (marked as recently searched), or ``None``."""
+        self._check_pid()
+        key = scope_text(scope)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def _drop(self, entry: ScopeIndex) -> None:
+        key = scope_text(entry.scope)
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+
+    def _catch_up(self, entry: ScopeIndex, seen: str) -> bool:
+        """Bring ``entry`` from the snapshot ``seen`` to a current one; ``False`` when it
+        is older than the feed (dropped)."""
+        with entry.lock:
+            if entry.snapshot != seen:  # another thread caught it up meanwhile
+                return True
+            where, params = scope_sql(entry.scope)
+
+            def read(conn: Any) -> tuple[str, str | None, list[Any], list[str]]:
+                prev = (str(entry.xmin), entry.snapshot)
+                with read_snapshot(conn):
+                    snap, trimmed = conn.execute(
+                        "SELECT pg_current_snapshot()::text, "
+                        "(SELECT value FROM store_meta WHERE key = %s)",
+                        (TRIMMED_KEY,),
+                    ).fetchone()
+                    gone = [
+                        str(r[0])
+                        for r in conn.execute(
+                            f"WITH g AS MATERIALIZED ({_changed_sql('memory_gone', '*')}) "
+                            f"SELECT id FROM g WHERE {where}",
+                            (*prev, *params),
+                        ).fetchall()
+                    ]
+                    cur = conn.cursor(binary=True)
+                    cur.execute(
+                        f"WITH c AS MATERIALIZED ({_changed_sql('memories', '*')}) "
+                        f"SELECT {LOAD_COLUMNS} FROM c WHERE {where}",
+                        (*prev, *params),
+                    )
+                    rows = cur.fetchall()
+                return str(snap), trimmed, rows, gone
+
+            snap, trimmed, rows, gone = self._read("search cache catch-up", read)
+            if trimmed is not None and int(trimmed) >= entry.xmin:
+                self._drop(entry)
+                return False
+            if entry.dim != self._dim():
+                self._drop(entry)
+                return False
+            entry.apply(rows, gone)
+            entry.snapshot = snap
+            entry.xmin = snapshot_xmin(snap)
+            return True
+
+    def candidates(
+        self,
+        entry: ScopeIndex,
+        filters: SearchFilters | None,
+        terms: Sequence[str],
+        qvec: F32 | None,
+        pool: int,
+        *,
+        use_vec: bool,
+        use_kw: bool,
+        k1: float,
+        b: float,
+        df_terms: Sequence[str] = (),
+        context: bool = False,
+    ) -> Candidates | None:
+        """The search's candidates from ``entry``, exact as of the statement that fetched
+        their rows (module docstring); ``None``: go the SQL way -- also when ``context``
+        (neighbouring episodes blended) and the scope holds episodes at that moment."""
+        scope = entry.scope
+        where, params = scope_sql(scope, "m.")
+        cw, cparams = scope_sql(scope, "c.")
+        gw, gparams = scope_sql(scope, "g.")
+        vec_on = use_vec and qvec is not None
+        for _ in range(_ATTEMPTS):
+            with entry.lock:
+                seen, xmin = entry.snapshot, entry.xmin
+                stage: FirstStage = entry.first_stage(
+                    terms,
+                    qvec if vec_on else None,
+                    pool,
+                    filters,
+                    use_vec=vec_on,
+                    use_kw=use_kw,
+                    k1=k1,
+                    b=b,
+                    df_terms=df_terms,
+                )
+            sql = (
+                f"WITH c AS MATERIALIZED ({_changed_sql('memories')}), "
+                f"g AS MATERIALIZED ({_changed_sql('memory_gone')}), "
+                "z AS MATERIALIZED (SELECT pg_current_snapshot()::text AS snap, "
+                f"(EXISTS (SELECT 1 FROM c WHERE {cw}) OR EXISTS (SELECT 1 FROM g WHERE {gw})) "
+                "AS changed, (SELECT value FROM store_meta WHERE key = %s) AS trimmed) "
+                f"SELECT z.snap, z.changed, z.trimmed, {_SELECT_M}, "
+                + ("1 - (m.embedding <=> %s) " if vec_on else "0.0::float8 ")
+                + f"FROM z LEFT JOIN memories m ON m.id = ANY(%s::text[]) AND {where} "
+                f"AND m.deleted_at IS NULL AND m.superseded_by IS NULL"
+            )
+            args: list[Any] = [str(xmin), seen, str(xmin), seen, *cparams, *gparams, TRIMMED_KEY]
+            if vec_on:
+                args.append(qvec)
+            args += [stage.ids, *params]
+            got = self._read("search", _fetch(sql, args))
+            trimmed = got[0][2]
+            if trimmed is not None and int(trimmed) >= xmin:
+                self._drop(entry)
+                return None
+            if got[0][1]:  # something in the scope changed since the copy's snapshot
+                if not self._catch_up(entry, seen):
+                    return None
+                continue
+            if context and stage.episodes > 0:  # the SQL statement's blend (module doc)
+                return None
+            found = [r for r in got if r[3] is not None]
+            if len(found) != len(stage.ids):  # cannot be with an exact copy: say so
+                log.warning(
+                    "store.cache_mismatch",
+                    scope=str(scope),
+                    wanted=len(stage.ids),
+                    found=len(found),
+                )
+                self._drop(entry)
+                return None
+            with entry.lock:
+                if entry.snapshot == seen:  # the copy is exact for this later snapshot too
+                    entry.snapshot = str(got[0][0])
+                    entry.xmin = snapshot_xmin(entry.snapshot)
+            out = Candidates()
+            out.n_docs = stage.n_docs
+            out.episodes = stage.episodes
+            out.df = stage.df
+            out.vec_rank = stage.vec_rank
+            out.kw_rank = stage.kw_rank
+            bm25 = stage.bm25
+            out.rows = [
+                (*r[3 : 3 + _N_SELECT], bm25.get(r[3], 0.0), float(r[3 + _N_SELECT])) for r in found
+            ]
+            self.hits += 1
+            return out
+        return None
