@@ -1,6 +1,6 @@
 """The change feed of ``memories``: what a process's search cache catches up from.
 
-Schema version 9 (:func:`add_change_feed`) stamps every row version that a
+Schema version 10 (:func:`add_change_feed`) stamps every row version that a
 search's first stage can see differently with the id of the transaction
 that wrote it (``memories.chg``, an ``xid8``), and records hard deletes in
 ``memory_gone`` (id, namespace, stamp).  A reader keeps, beside what it has
@@ -36,7 +36,8 @@ What is stamped
 
 Trimming
     ``memory_gone`` is the one table that grows without rows of its own to
-    shrink with; :func:`trim_gone` drops its rows older than a given age and
+    shrink with; :func:`trim_gone`, run each time a store opens, drops its rows
+    older than :data:`GONE_KEEP_SECONDS` (a week) and
     records the largest stamp dropped in ``store_meta`` (``feed_trimmed``): a
     copy whose snapshot is older than that can no longer learn of those
     deletes and is reloaded whole.
@@ -46,7 +47,22 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["FIRST_STAGE_COLUMNS", "TRIMMED_KEY", "add_change_feed", "snapshot_xmin", "trim_gone"]
+__all__ = [
+    "FEED_VERSION",
+    "FIRST_STAGE_COLUMNS",
+    "GONE_KEEP_SECONDS",
+    "TRIMMED_KEY",
+    "add_change_feed",
+    "snapshot_xmin",
+    "trim_gone",
+]
+
+#: The schema version that added the feed.
+FEED_VERSION: Final = 10
+
+#: ``memory_gone`` rows older than this are trimmed each time a store opens: a copy not
+#: searched for a week is loaded again rather than caught up.
+GONE_KEEP_SECONDS: Final = 7 * 86_400.0
 
 #: The ``memories`` columns whose change a search cache must learn of.
 FIRST_STAGE_COLUMNS: Final = (
@@ -74,7 +90,7 @@ _NS: Final = ("user_id", "agent_id", "run_id", "session_id")
 
 
 def add_change_feed(conn: Any, dim: int) -> None:
-    """Schema step 8 -> 9: ``memories.chg``, ``memory_gone`` and their triggers (module doc).
+    """Schema step 9 -> 10: ``memories.chg``, ``memory_gone`` and their triggers (module doc).
 
     Rows already stored keep ``chg`` NULL: a reader loads a scope whole
     before it follows the feed, and the feed's range ``chg >= xmin`` never

@@ -20,6 +20,7 @@ import structlog
 
 from actormem.store._pg_ann import EF_SEARCH
 from actormem.store._pg_conn import first_line, is_lost
+from actormem.store._pg_feed import FEED_VERSION, GONE_KEEP_SECONDS, trim_gone
 from actormem.store._pg_schema import declare_writer, ensure_schema
 from actormem.store._types import InvalidMemoryError, StoreError
 
@@ -86,7 +87,9 @@ class PgConnections:
                         "owner or a superuser"
                     ) from None
             self._register_vector(conn)
-            ensure_schema(conn, self._dim, self.url)
+            _, version = ensure_schema(conn, self._dim, self.url)
+            if version >= FEED_VERSION:  # the change feed's hard deletes (_pg_feed)
+                trim_gone(conn, GONE_KEEP_SECONDS)
         except self._pg.Error as exc:
             raise StoreError(f"cannot set up the store in {self.url}: {first_line(exc)}") from None
         finally:
