@@ -39,10 +39,12 @@ Memory budget and loading
     ``search_cache_rows`` (a :class:`~actormem.store.PostgresStore` argument)
     bounds the rows held by all copies of the process; the least recently
     searched scopes are dropped first, a scope larger than the budget is
-    never loaded.  About 1.2 KB per row at 256 dimensions (the float32
-    vector is 1 KB).  A scope is loaded after its first search, by one
-    background thread per store, while its searches go the SQL way until it
-    is ready (a load costs ~1-2 s per 100k rows, hundreds of searches);
+    never loaded.  At 256 dimensions the arrays take ~1.5 KB per row (the
+    float32 vector 1 KB) and the process grew ~3 KB per row held
+    (``bench_store --backend postgres``: ids, dicts, postings).  A scope is
+    loaded after its first search, by one background thread per store, while
+    its searches go the SQL way until it is ready (a load measured 11 s per
+    100k rows at load ~11: hundreds of searches);
     :meth:`SearchCache.warm` loads one now.  A copy whose snapshot is older
     than the feed's trim horizon (``feed_trimmed``) is dropped and loaded
     again.

@@ -160,7 +160,8 @@ Key = tuple[str, str, str, str]
 
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 
-#: ``search_cache_rows``'s default: ~240 MB of copies at 256 dimensions.
+#: ``search_cache_rows``'s default: ~600 MB of process memory at 256 dimensions (measured
+#: ~3 KB per row held).
 DEFAULT_CACHE_ROWS: Final = 200_000
 
 
@@ -207,7 +208,8 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 ``None``: every search stays exact.
             search_cache_rows: Rows this process keeps in its search cache
                 over all scopes it searches (least recently searched scopes
-                dropped first; about 1.2 KB per row at 256 dimensions),
+                dropped first; ~3 KB of process memory per row at 256
+                dimensions, measured),
                 kept exact through the database on every search
                 (:mod:`actormem.store._pg_cache`); ``None``: every search is
                 answered by SQL alone.
