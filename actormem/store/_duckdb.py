@@ -564,9 +564,12 @@ class DuckDBStore(
             try:
                 try:
                     self._drain()
-                except StoreError as exc:  # they stay in the log: the next open replays them
+                except Exception as exc:  # whatever failed, the log is kept
+                    # they stay in the log: the next open replays them.  Any
+                    # failure counts: cutting the log over records DuckDB does
+                    # not hold loses acknowledged writes.
                     applied = False
-                    log.error("store.apply_failed_on_close", path=self.path, error=str(exc))
+                    log.error("store.apply_failed_on_close", path=self.path, error=repr(exc))
                 if applied:  # a failed drain would fail the touches' flush too
                     try:
                         self._flush_touches(self._wcur, own_txn=True)

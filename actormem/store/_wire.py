@@ -120,27 +120,39 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 _DECODER: Final = msgspec.msgpack.Decoder(WireWrite)
 
 
+def _text(value: str) -> str:
+    """``value`` as an exact ``str``.
+
+    A ``str`` subclass (a ``StrEnum`` kind, namespace id or reason) encodes
+    as its value and passes the read-back check, but ``_duckdb_sql.lit``
+    writes only exact ``str``: the live applier then failed on a write the
+    caller had been told was committed (and a clean close cut the log under
+    it).  The record holds what the replay will read: plain text.
+    """
+    return value if value.__class__ is str else str.__str__(value)
+
+
 def wire_memory(rec: MemoryRecord, vector: F32 | None) -> WireMemory:
     """``rec`` (and its vector, if written) as a row's values."""
     key = rec.namespace.key()
     return WireMemory(
-        rec.id,
-        key[0],
-        key[1],
-        key[2],
-        key[3],
-        rec.kind,
-        rec.content,
-        rec.content_hash,
+        _text(rec.id),
+        _text(key[0]),
+        _text(key[1]),
+        _text(key[2]),
+        _text(key[3]),
+        _text(rec.kind),
+        _text(rec.content),
+        _text(rec.content_hash),
         b"" if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
         float(rec.importance),
-        tuple(rec.tags),
-        tuple(rec.source_ids),
+        tuple(_text(t) for t in rec.tags),
+        tuple(_text(t) for t in rec.source_ids),
         rec.created_at,
         rec.updated_at,
         rec.last_accessed,
         int(rec.access_count),
-        rec.superseded_by,
+        None if rec.superseded_by is None else _text(rec.superseded_by),
         rec.deleted_at,
         json_text(rec.metadata),
     )
@@ -153,8 +165,20 @@ def wire_change(change: Change) -> WireChange:
 def wire_history(rows: Iterable[History]) -> list[WireHistory]:
     out = []
     for mid, ns, op, old, new, reason in rows:
-        key = ns.key()
-        out.append(WireHistory(mid, key[0], key[1], key[2], key[3], op, old, new, reason))
+        user, agent, run, session = (_text(k) for k in ns.key())
+        out.append(
+            WireHistory(
+                _text(mid),
+                user,
+                agent,
+                run,
+                session,
+                _text(op),
+                None if old is None else _text(old),
+                None if new is None else _text(new),
+                _text(reason),
+            )
+        )
     return out
 
 
@@ -195,7 +219,10 @@ def literal_safe(write: WireWrite, dim: int) -> bool:
     for h in write.history:
         texts += (h.memory_id, h.user_id, h.agent_id, h.run_id, h.session_id, h.op, h.reason)
         texts += (h.old_content or "", h.new_content or "")
-    return _finite(write.now) and "\x00" not in "".join(texts)
+    exact = all(t.__class__ is str for t in texts) and all(
+        t.__class__ is str for m in memories for t in (*m.tags, *m.source_ids)
+    )
+    return exact and _finite(write.now) and "\x00" not in "".join(texts)
 
 
 def _vector(m: WireMemory) -> F32:

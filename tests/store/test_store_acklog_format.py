@@ -165,3 +165,42 @@ def test_a_write_that_would_not_read_back_is_never_logged() -> None:
         encode_write(WireWrite(1.0, inserts=[_memory(kind=5)]))
     with pytest.raises(WireError):
         decode_write(b"SELECT 1")
+
+
+def test_str_enum_values_are_written_as_their_text_and_survive_a_clean_close(
+    tmp_path: Path,
+) -> None:
+    """A StrEnum kind, namespace id or reason was acknowledged, then the
+    applier could not write it as a literal, every later read failed and a
+    clean close() cut the log under the pending records: all of them lost,
+    and the store refused to open.  Each is stored as its plain text."""
+    import enum
+
+    class K(enum.StrEnum):
+        EPISODE = "episode"
+        BOB = "bob"
+        WHY = "user asked"
+        FACT = "fact"
+
+    path = tmp_path / "enum.duckdb"
+    store = _open(path)
+    ns = Namespace(user_id=K.BOB, agent_id="bot")
+    acked = [store.add(NS, f"plain before {i}").id for i in range(3)]
+    acked.append(store.add(NS, "an enum kind", kind=K.EPISODE).id)
+    acked.append(store.add(ns, "an enum namespace").id)
+    gone = store.add(NS, "deleted with an enum reason").id
+    store.delete(NS, gone, reason=K.WHY)
+    changed = store.add(NS, "kind changed by an enum").id
+    store.update(NS, changed, kind=K.FACT, reason=K.WHY)
+    acked += [store.add(NS, f"plain after {i}").id for i in range(3)]
+    assert len(store.list(NS)) == 8  # a read applies the pending records
+    store.close()
+    store = _open(path)
+    try:
+        live = {m.id: m for m in [*store.list(NS), *store.list(Namespace(user_id="bob"))]}
+        assert set(acked) <= set(live) and changed in live and gone not in live
+        kinds = {live[i].kind for i in acked} | {live[changed].kind}
+        assert kinds <= {"episode", "fact"} and all(type(k) is str for k in kinds)
+        assert [h.reason for h in store.history(NS, gone)][-1] == "user asked"
+    finally:
+        store.close()
