@@ -241,6 +241,10 @@ class SearchCache:
                 self._entries.move_to_end(key)
             return entry
 
+    def discard(self, entry: ScopeIndex) -> None:
+        """Forget ``entry`` (its next search goes the SQL way, and may load it again)."""
+        self._drop(entry)
+
     def _drop(self, entry: ScopeIndex) -> None:
         key = scope_text(entry.scope)
         with self._lock:
@@ -287,7 +291,13 @@ class SearchCache:
             if entry.dim != self._dim():
                 self._drop(entry)
                 return False
-            entry.apply(rows, gone)
+            try:
+                entry.apply(rows, gone)
+            except Exception as exc:  # e.g. vectors of another size (a reembed elsewhere)
+                # apply may have changed part of the copy: it is no longer exact
+                log.warning("store.cache_dropped", scope=str(entry.scope), error=repr(exc))
+                self._drop(entry)
+                return False
             entry.snapshot = snap
             entry.xmin = snapshot_xmin(snap)
             return True

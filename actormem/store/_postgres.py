@@ -571,19 +571,29 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         # the copy serves every search but a context blend over a scope with episodes
         # (decided again by the copy once it is current)
         if entry is not None and (context is None or entry.episodes == 0):
-            cands = self._cache.candidates(  # type: ignore[union-attr]
-                entry,
-                filters,
-                terms,
-                qvec,
-                pool,
-                use_vec=use_vec,
-                use_kw=use_kw,
-                k1=k1,
-                b=b,
-                df_terms=df_terms,
-                context=context is not None,
-            )
+            assert self._cache is not None
+            try:
+                cands = self._cache.candidates(
+                    entry,
+                    filters,
+                    terms,
+                    qvec,
+                    pool,
+                    use_vec=use_vec,
+                    use_kw=use_kw,
+                    k1=k1,
+                    b=b,
+                    df_terms=df_terms,
+                    context=context is not None,
+                )
+            except StoreError:
+                raise
+            except Exception as exc:  # a copy that cannot answer never fails the search
+                # (a query vector of another size after a reembed, a damaged copy):
+                # it is dropped and the SQL path, the reference, answers
+                log.warning("store.cache_failed", scope=str(scope), error=repr(exc))
+                self._cache.discard(entry)
+                cands = None
         if cands is None:
             cands = self._sql_candidates(
                 scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context, df_terms

@@ -493,3 +493,36 @@ def test_episodes_another_worker_adds_are_blended_by_the_next_search(
     _same(got, want, "episodes")
     plain = ref.search("kayak meadow", USER, 7, config=NO_CONTEXT, touch=False)
     assert [h.score for h in plain] != [h.score for h in want]  # the blend matters here
+
+
+def test_a_reembed_to_another_size_elsewhere_drops_the_copy_and_sql_answers(
+    pg_dsn: str,
+) -> None:
+    """Another process re-embedded the store with vectors of another size: the
+    copy's catch-up could not take the rows (a raw ValueError on every later
+    search of that scope, the copy half-updated).  The copy is dropped and the
+    search answered like a store without the cache."""
+    scope = Namespace(user_id="u")
+    cached = _open(pg_dsn, search_cache_rows=1_000)
+    try:
+        cached.add_many(
+            scope, [NewMemory(content=f"alpha beta n{i}") for i in range(50)], dedup=False
+        )
+        assert cached.warm_cache(scope)
+        other = _open(
+            pg_dsn,
+            embedder=HashEmbedder(DIM * 2),
+            search_cache_rows=None,
+            on_embedder_mismatch="reembed",
+        )
+        try:
+            want = [
+                h.memory.id for h in other.search("alpha", scope, 5, mode="keyword", touch=False)
+            ]
+        finally:
+            other.close()
+        for _ in range(2):  # the first search drops the copy; the next is not stuck either
+            got = cached.search("alpha", scope, 5, mode="keyword", touch=False)
+            assert [h.memory.id for h in got] == want
+    finally:
+        cached.close()
