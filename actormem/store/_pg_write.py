@@ -75,8 +75,10 @@ def copy_inserts(
     (:func:`encode_rows`; psycopg's per-row ``write_row`` encoded arrays element
     by element: 4.5 s of client CPU for 100k rows, 3.7 s then).  Then one
     statement (:func:`add_insert_stats`) adds the live rows' statistics to
-    ``scope_stats`` and ``term_stats`` (counted while encoding), their postings
-    to ``posting_groups`` (built by the server from the rows just copied) and
+    ``scope_stats`` (counted while encoding), their postings to
+    ``posting_groups`` with each group's document frequency and bounds (schema
+    v9: ``term_stats`` is a view of the groups; built by the server from the
+    rows just copied) and
     the leading ``ADD`` rows of ``history`` (see :func:`added_history`), in the
     same transaction: see :func:`add_insert_stats` for why not by triggers.
 
