@@ -1,0 +1,61 @@
+"""Agents' memory runtimes hosted in Ray actors: same API, reached by name, failover.
+
+Install with ``pip install 'actormem[ray]'``; nothing outside this package
+imports Ray.
+
+One Ray actor per agent (namespace + session id) hosts a
+:class:`~actormem.runtime.MemoryRuntime`.  :meth:`RemoteRuntime.connect`
+gets or creates it (named, detached, in the Ray namespace ``actormem``), so
+every driver, task or Serve replica that asks for the same agent reaches
+the same actor, and the handle has the runtime's calls, sync and asyncio.
+A ``ReActAgent`` runs with the handle as its memory unchanged.
+
+**Backends.**  An actor restarts on another node when its node dies, so the
+agent's state must not live on a node's disk: on a cluster of more than
+one node, the store and the sessions must be PostgreSQL
+(``store='postgresql://...'``, ``sessions='postgresql://...'``); a DuckDB
+path, a session folder or a journal is refused (:class:`ClusterConfigError`).
+
+**Acknowledged, remotely.**  A returned ``flush()`` commits the recorded
+turns *and* saves the agent's session; a returned ``save_session()`` saves
+its short-term state.  That state is what a restarted actor restores: it is
+never lost, even when the node is killed right after.  With
+``write_through=True`` every returned call is acknowledged (the session is
+saved after each short-term change, ``record`` flushes) at the cost of a
+PostgreSQL write per call.  A call in flight when the node dies is sent
+again to the restarted actor when it is safe to repeat (reads, ``add``
+deduplicated by message id, saves, flushes); otherwise it raises
+:class:`AgentRestartedError`, as does the first call of a handle whose
+unacknowledged changes were lost.
+
+The modules: ``_spec`` (identity, backend checks, errors), ``_calls`` (the
+forwarded calls and their failover behaviour), ``_host`` (the actor),
+``_handle`` (the handle and the session storage a ``ReActAgent`` uses).
+"""
+
+from __future__ import annotations
+
+from actormem.cluster._calls import CALLS, NOT_FORWARDED
+from actormem.cluster._handle import RemoteJournal, RemoteRuntime, RemoteSessions
+from actormem.cluster._spec import (
+    RAY_NAMESPACE,
+    AgentRestartedError,
+    AgentSpec,
+    ClusterConfigError,
+    ClusterError,
+    actor_name,
+)
+
+__all__ = [
+    "CALLS",
+    "NOT_FORWARDED",
+    "RAY_NAMESPACE",
+    "AgentRestartedError",
+    "AgentSpec",
+    "ClusterConfigError",
+    "ClusterError",
+    "RemoteJournal",
+    "RemoteRuntime",
+    "RemoteSessions",
+    "actor_name",
+]

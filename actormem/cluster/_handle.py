@@ -1,0 +1,663 @@
+"""RemoteRuntime: the handle to an agent's runtime hosted in a Ray actor.
+
+It has the runtime's calls, sync and asyncio (the table in ``_calls``), each
+one a round trip to the actor (``ray.get``, or an awaited ``ObjectRef`` for
+the ``a``-prefixed twins, so the event loop never blocks).  Errors raised by
+the runtime in the actor are raised here as themselves (a ``MessageError``
+is a ``MessageError``), not wrapped in Ray's task error.
+
+**Failover.**  When the actor is lost while a call is in flight (its node
+died; Ray restarts it elsewhere and it restores itself, see ``_host``):
+
+* a call marked ``retry`` in the table (reads, ``add`` -- deduplicated by
+  message id --, ``flush``, ``save_session``, ``save_fact``) is sent again
+  to the restarted actor, until ``failover_timeout``;
+* any other call raises :class:`AgentRestartedError`: it may or may not
+  have taken effect;
+* a handle with unacknowledged changes (calls since its last returned
+  ``flush()``/``save_session()``) never continues silently on a restarted
+  agent: the actor refuses the call and the handle raises
+  :class:`AgentRestartedError` once, then carries on from the restored state.
+
+An actor that ended for good (``stop()`` by any handle) is created again,
+from its session, by the next call of any handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from actormem.cluster._calls import ASYNC_TWINS, CALLS, Call
+from actormem.cluster._host import MemoryHost
+from actormem.cluster._spec import (
+    RAY_NAMESPACE,
+    AgentRestartedError,
+    AgentSpec,
+    ClusterConfigError,
+    ClusterError,
+    actor_name,
+    check_backends,
+    make_spec,
+)
+from actormem.runtime import RUNTIME, MemoryRuntime
+from actormem.session import SessionError, SessionInfo
+
+if TYPE_CHECKING:
+    import os
+
+    from actormem.recorder import LongTermMemoryMode, RecorderConfig
+    from actormem.state import StateModule
+    from actormem.store import Namespace
+
+__all__ = ["RemoteJournal", "RemoteRuntime", "RemoteSessions"]
+
+#: Longest pause between two attempts to reach a restarting actor.
+_MAX_BACKOFF = 0.5
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - the extra is installed by make test
+        raise ImportError("actormem.cluster needs Ray: pip install 'actormem[ray]'") from None
+    return ray
+
+
+@functools.cache
+def _host_class() -> Any:
+    return _ray().remote(MemoryHost)
+
+
+def _lost_errors() -> tuple[type[BaseException], ...]:
+    exc = _ray().exceptions
+    return (exc.RayActorError, exc.ActorUnavailableError)
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The runtime's own exception inside Ray's task error (or ``exc`` itself)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, _ray().exceptions.RayTaskError) and isinstance(cause, BaseException):
+        return cause
+    return exc
+
+
+class RemoteJournal:
+    """Stands for the journal of a remote agent: its calls are the handle's
+    (``update_now``, ``now``, ``log``, ``log_many``, ``working_memory``, ``dream``)."""
+
+    def __repr__(self) -> str:
+        return "RemoteJournal()"
+
+
+class RemoteRuntime:
+    """A :class:`~actormem.runtime.MemoryRuntime` hosted in a Ray actor, reached by name.
+
+    Make one with :meth:`connect`; every caller that connects with the same
+    namespace and session id reaches the same actor.  See the package
+    docstring for what is acknowledged and what a failover does.
+    """
+
+    def __init__(
+        self, actor: Any, spec: AgentSpec, info: dict[str, Any], connect: dict[str, Any]
+    ) -> None:
+        self._actor = actor
+        self._spec = spec
+        self._info = info
+        self._connect_args = connect
+        self._incarnation: str | None = info["incarnation"]
+        self._dirty = False
+        self._closed = False
+        self.session = RemoteSessions(self)
+
+    # -- making one ----------------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        session_id: str,
+        *,
+        namespace: Namespace | None = None,
+        store: str | os.PathLike[str] | None = None,
+        sessions: str | os.PathLike[str] | None = None,
+        write_through: bool = False,
+        max_restarts: int = -1,
+        failover_timeout: float = 120.0,
+        actor_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> RemoteRuntime:
+        """Reach the agent's actor, creating it (restored from its session) if needed.
+
+        Needs a connected Ray driver or task (``ray.init(address=...)``).
+
+        Args:
+            session_id: the agent's session: the actor restores from it and
+                saves to it.
+            namespace: whose memories (default ``user_id="default", agent_id="agent"``).
+            store: the long-term store: a ``postgresql://`` URL (a DuckDB
+                path only on a one-node cluster), or None.
+            sessions: the session storage: a ``postgresql://`` URL (a folder
+                only on a one-node cluster).
+            write_through: acknowledge every call as it returns (the session
+                is saved after each short-term change, ``record`` flushes)
+                instead of at ``flush()``/``save_session()`` only.
+            max_restarts: Ray restarts of the actor (-1: no limit).
+            failover_timeout: how long a call waits for a restarted actor.
+            actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
+                ``scheduling_strategy``, ``resources``, ...).
+            **options: the other ``MemoryRuntime`` arguments (``autocontext``,
+                ``model``, ``recorder``, ``embedder``, ``long_term``, ...);
+                they must be picklable.
+
+        Raises:
+            ClusterConfigError: settings this cluster cannot keep (a local
+                DuckDB file or session folder on a multi-node cluster), or the
+                agent already runs with another store or session storage.
+            ClusterError: Ray is not connected, or the actor could not start
+                (the runtime's error is the cause).
+        """
+        ray = _ray()
+        if not ray.is_initialized():
+            raise ClusterError(
+                "RemoteRuntime.connect needs a Ray connection: call ray.init(address=...) first"
+            )
+        if (
+            not isinstance(failover_timeout, int | float)
+            or isinstance(failover_timeout, bool)
+            or not 0 < failover_timeout <= 86_400
+        ):
+            raise ClusterConfigError(
+                "RemoteRuntime.connect(failover_timeout=...) must be seconds from 0 to a day, "
+                f"got {failover_timeout!r}"
+            )
+        spec = make_spec(session_id, namespace, store, sessions, write_through, options)
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        check_backends(spec, nodes)
+        connect = {
+            "max_restarts": max_restarts,
+            "failover_timeout": float(failover_timeout),
+            "actor_options": dict(actor_options or {}),
+        }
+        actor = _get_or_create(spec, connect)
+        info = _describe(actor, spec)
+        return cls(actor, spec, info, connect)
+
+    @classmethod
+    async def aconnect(cls, session_id: str, **kwargs: Any) -> RemoteRuntime:
+        """Async :meth:`connect` (runs in a worker thread)."""
+        return await asyncio.to_thread(lambda: cls.connect(session_id, **kwargs))
+
+    # -- fixed properties (read once at connect) ---------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        """The agent's session: restored from on (re)start, saved by ``flush``."""
+        return self._spec.session_id
+
+    @property
+    def namespace(self) -> Namespace:
+        """Whose long-term memories the agent reads and writes."""
+        ns: Namespace = self._info["namespace"]
+        return ns
+
+    @property
+    def long_term_mode(self) -> LongTermMemoryMode | None:
+        """The agent's long-term memory mode (None: none)."""
+        mode: LongTermMemoryMode | None = self._info["long_term_mode"]
+        return mode
+
+    @property
+    def compressor_enabled(self) -> bool:
+        """Whether the agent runs the AutoContext compressor."""
+        return bool(self._info["compressor_enabled"])
+
+    @property
+    def recorder_config(self) -> RecorderConfig:
+        """The recorder's settings."""
+        cfg: RecorderConfig = self._info["recorder_config"]
+        return cfg
+
+    @property
+    def max_msg_bytes(self) -> int:
+        """Messages larger than this are refused."""
+        return int(self._info["max_msg_bytes"])
+
+    @property
+    def write_through(self) -> bool:
+        """Whether every returned call is acknowledged (see :meth:`connect`)."""
+        return self._spec.write_through
+
+    @property
+    def journal(self) -> RemoteJournal | None:
+        """A :class:`RemoteJournal` when the agent keeps a journal, else None."""
+        return RemoteJournal() if self._info["has_journal"] else None
+
+    @property
+    def store(self) -> None:
+        """Always None: the store lives in the actor (use ``retrieve``, ``save_fact``...)."""
+        return None
+
+    @property
+    def component_name(self) -> str:
+        """The agent's runtime is component ``runtime`` of its session."""
+        return RUNTIME
+
+    @property
+    def restart_count(self) -> int:
+        """Supervised restarts of the agent's actors (in its current incarnation)."""
+        return int(self._call("restart_count"))
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether this handle has no unacknowledged changes (see :meth:`flush`)."""
+        return not self._dirty
+
+    def where(self) -> dict[str, Any]:
+        """The Ray node id and process id hosting the agent now, and its incarnation."""
+        result: dict[str, Any] = self._attempt(lambda: self._actor.where.remote(), "where")
+        return result
+
+    # -- acknowledgement -----------------------------------------------------------------
+
+    def flush(self, timeout: float | None = 60) -> None:
+        """Commit every turn recorded so far and save the agent's session.
+
+        When it returns, everything this handle did before it is acknowledged:
+        a restarted agent (its node died) starts from exactly this state.
+
+        Raises:
+            TimeoutError, RecordingError, ValueError: as ``MemoryRuntime.flush``.
+            AgentRestartedError: the agent restarted before this could run.
+        """
+        self._call("flush", timeout)
+
+    async def aflush(self, timeout: float | None = 60) -> None:
+        """Async :meth:`flush`."""
+        await self._acall("flush", timeout)
+
+    def save_session(self, session_id: str | None = None) -> str:
+        """Save the runtime state (the agent's own session when ``session_id`` is None).
+
+        A returned save of the agent's own session acknowledges every
+        short-term change before it (not turns still being recorded: see
+        :meth:`flush`).
+
+        Returns:
+            The session's location.
+        """
+        result: str = self._call("save_session", session_id)
+        return result
+
+    async def asave_session(self, session_id: str | None = None) -> str:
+        """Async :meth:`save_session`."""
+        result: str = await self._acall("save_session", session_id)
+        return result
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def close(self, timeout: float | None = 120) -> None:
+        """Acknowledge everything (:meth:`flush`) and let go of the agent.
+
+        The actor keeps running for other callers; :meth:`stop` ends it.
+        """
+        if self._closed:
+            return
+        self.flush(timeout)
+        self._closed = True
+
+    async def aclose(self, timeout: float | None = 120) -> None:
+        """Async :meth:`close`."""
+        if self._closed:
+            return
+        await self.aflush(timeout)
+        self._closed = True
+
+    def stop(self, timeout: float | None = 120) -> None:
+        """Flush, save and end the agent's actor for good (the next connect restores it)."""
+        ray = _ray()
+        # The actor exits as it answers: its death is the stop.
+        with contextlib.suppress(ray.exceptions.RayActorError):
+            self._get(self._actor.stop.remote(timeout))
+        self._closed = True
+
+    def __enter__(self) -> RemoteRuntime:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RemoteRuntime:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"RemoteRuntime(session_id={self._spec.session_id!r}, "
+            f"namespace={self._spec.namespace!r}, write_through={self._spec.write_through})"
+        )
+
+    # -- the round trip ----------------------------------------------------------------
+
+    def _get(self, ref: Any) -> Any:
+        ray = _ray()
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            raise _unwrapped(exc) from None
+
+    def _check_open(self, name: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"this RemoteRuntime handle is closed ({name}() refused)")
+
+    def _expect(self) -> str | None:
+        return self._incarnation if self._dirty else None
+
+    def _answered(self, name: str, call: Call, incarnation: str, args: tuple[Any, ...]) -> None:
+        self._incarnation = incarnation
+        if name == "flush" or (name == "save_session" and args[0] in (None, self.session_id)):
+            self._dirty = False
+        elif (call.changes or call.records) and not self._spec.write_through:
+            self._dirty = True
+
+    def _restarted(self) -> None:
+        """The agent restarted: this handle's unacknowledged changes are gone (it was told)."""
+        self._dirty = False
+        self._incarnation = None
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self._check_open(name)
+        call = CALLS[name]
+        try:
+            inc, result = self._get(
+                self._actor.call.remote(name, args, kwargs, self._expect(), False)
+            )
+        except AgentRestartedError:
+            self._restarted()
+            raise
+        except _lost_errors() as exc:
+            inc, result = self._after_loss(name, call, args, kwargs, exc)
+        self._answered(name, call, inc, args)
+        return result
+
+    async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self._check_open(name)
+        call = CALLS[name]
+        ray = _ray()
+        try:
+            inc, result = await self._actor.call.remote(name, args, kwargs, self._expect(), False)
+        except ray.exceptions.RayTaskError as exc:
+            cause = _unwrapped(exc)
+            if isinstance(cause, AgentRestartedError):
+                self._restarted()
+            raise cause from None
+        except AgentRestartedError:
+            self._restarted()
+            raise
+        except _lost_errors() as exc:
+            inc, result = await asyncio.to_thread(self._after_loss, name, call, args, kwargs, exc)
+        self._answered(name, call, inc, args)
+        return result
+
+    def _after_loss(
+        self,
+        name: str,
+        call: Call,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        exc: BaseException,
+    ) -> tuple[str, Any]:
+        """The actor was lost during ``name``: resend it to the restarted one, or say so."""
+        if not call.retry:
+            self._restarted()
+            self._reach_again()
+            raise AgentRestartedError(
+                f"the agent {self.session_id!r} was lost while {name}() ran "
+                f"({type(exc).__name__}); it may or may not have taken effect, and changes "
+                "since the last flush()/save_session() may be lost; continue from messages()",
+                name,
+            ) from None
+        expect = self._expect()
+        result: tuple[str, Any] = self._attempt(
+            lambda: self._actor.call.remote(name, args, kwargs, expect, True), name, first=exc
+        )
+        return result
+
+    def _attempt(
+        self, send: Callable[[], Any], name: str, first: BaseException | None = None
+    ) -> Any:
+        """Send until the (restarted or re-created) actor answers, within ``failover_timeout``."""
+        lost = _lost_errors()
+        deadline = time.monotonic() + float(self._connect_args["failover_timeout"])
+        pause = 0.02
+        last = first
+        if last is not None:
+            self._reach_again()
+        while True:
+            try:
+                return self._get(send())
+            except AgentRestartedError:
+                self._restarted()
+                raise
+            except lost as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"the agent {self.session_id!r} did not come back within "
+                    f"{self._connect_args['failover_timeout']}s for {name}(): {last}"
+                ) from None
+            time.sleep(pause)  # Ray gives no event for "restarted"; back off, bounded
+            pause = min(pause * 2, _MAX_BACKOFF)
+            self._reach_again()
+
+    def _reach_again(self) -> None:
+        """Look the actor up again (Ray restarts it; after a stop, this creates it)."""
+        try:
+            self._actor = _get_or_create(self._spec, self._connect_args)
+        except _lost_errors():
+            pass  # still restarting: the next attempt looks again
+
+
+def _get_or_create(spec: AgentSpec, connect: Mapping[str, Any]) -> Any:
+    options: dict[str, Any] = {
+        "name": actor_name(spec),
+        "namespace": RAY_NAMESPACE,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "max_restarts": connect["max_restarts"],
+        "max_task_retries": 0,  # the handle decides what may be sent again
+        "num_cpus": 0,
+    }
+    options.update(connect["actor_options"])
+    return _host_class().options(**options).remote(spec)
+
+
+def _describe(actor: Any, spec: AgentSpec) -> dict[str, Any]:
+    ray = _ray()
+    try:
+        info: dict[str, Any] = ray.get(actor.describe.remote(spec))
+    except ray.exceptions.RayTaskError as exc:
+        raise _unwrapped(exc) from None
+    except ray.exceptions.RayActorError as exc:
+        raise ClusterError(
+            f"the agent {spec.session_id!r} could not start: {_creation_error(exc)}"
+        ) from None
+    return info
+
+
+def _creation_error(exc: BaseException) -> str:
+    text = str(exc)
+    # Ray's message carries the actor's traceback; its last line names the error.
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error:" in line or "Error(" in line]
+    return errors[-1].strip() if errors else (lines[-1].strip() if lines else repr(exc))
+
+
+class RemoteSessions:
+    """The session storage of a remote agent, as a ``ReActAgent`` uses it.
+
+    Saves and loads run in the actor against its own storage (one writer per
+    session); the runtime's state never leaves the actor, the other
+    components' states (an agent's) travel with the call.
+    """
+
+    def __init__(self, handle: RemoteRuntime) -> None:
+        self._handle = handle
+
+    def _host(self, method: str, *args: Any) -> Any:
+        h = self._handle
+        return h._attempt(lambda: getattr(h._actor, method).remote(*args), method)
+
+    def _split(
+        self, components: Mapping[str, StateModule | RemoteRuntime]
+    ) -> tuple[str | None, dict[str, StateModule]]:
+        runtime_as: str | None = None
+        others: dict[str, StateModule] = {}
+        for name, module in components.items():
+            if module is self._handle:
+                runtime_as = name
+            elif isinstance(module, RemoteRuntime | MemoryRuntime):
+                raise SessionError(
+                    f"component {name!r} is another runtime: save it through its own storage"
+                )
+            else:
+                others[name] = module
+        return runtime_as, others
+
+    def location(self, session_id: str) -> str:
+        """Where the session is stored."""
+        result: str = self._host("session_call", "location", (session_id,))
+        return result
+
+    def save(self, session_id: str, components: Mapping[str, Any]) -> str:
+        """Save the components (this handle's runtime among them) in one transaction."""
+        runtime_as, others = self._split(components)
+        states = {name: module.state_dict() for name, module in others.items()}
+        return self.put_runtime(session_id, states, runtime_as).path
+
+    def save_state(self, session_id: str, states: Mapping[str, Any]) -> str:
+        """Save already-collected states (the runtime's own added for the agent's session)."""
+        return self.put_runtime(session_id, dict(states), None).path
+
+    def put(self, session_id: str, states: Mapping[str, Any]) -> SessionInfo:
+        """Save already-collected states; describe what was written."""
+        return self.put_runtime(session_id, dict(states), None)
+
+    def put_runtime(
+        self, session_id: str, states: dict[str, Any], runtime_as: str | None
+    ) -> SessionInfo:
+        """Save ``states`` with the runtime's (as ``runtime_as``); acknowledges the agent's."""
+        h = self._handle
+        info: SessionInfo = self._host("session_put", session_id, states, runtime_as)
+        if session_id == h.session_id and runtime_as is not None:
+            h._dirty = False
+        return info
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is stored."""
+        return bool(self._host("session_call", "exists", (session_id,)))
+
+    def read(self, session_id: str) -> dict[str, Any]:
+        """The stored components of the session."""
+        result: dict[str, Any] = self._host("session_call", "read", (session_id,))
+        return result
+
+    def load(
+        self,
+        session_id: str,
+        components: Mapping[str, Any],
+        *,
+        strict: bool = True,
+        allow_missing: bool = True,
+    ) -> bool:
+        """Restore the runtime (in the actor) and the other components (here).
+
+        The runtime is restored first; a component here that rejects its
+        state raises ``SessionError`` after the runtime was restored.
+        """
+        runtime_as, others = self._split(components)
+        if runtime_as is None:
+            if not self.exists(session_id):
+                if allow_missing:
+                    return False
+                raise SessionError(f"session {session_id!r} not found")
+            stored = self.read(session_id)
+        else:
+            found, stored = self._host(
+                "session_load", session_id, runtime_as, strict, allow_missing
+            )
+            if not found:
+                return False
+            if session_id == self._handle.session_id:
+                self._handle._dirty = False
+        for name, module in others.items():
+            if name in stored:
+                module.load_state_dict(stored[name], strict=strict)
+            elif strict:
+                raise SessionError(f"session {session_id!r} has no state for {name!r}")
+        return True
+
+    def list(self) -> list[SessionInfo]:
+        """The stored sessions, newest first."""
+        result: list[SessionInfo] = self._host("session_call", "list", ())
+        return result
+
+    def delete(self, session_id: str) -> bool:
+        """Delete a session (not the agent's own while it runs)."""
+        if session_id == self._handle.session_id:
+            raise SessionError(
+                f"session {session_id!r} is the running agent's own: stop() the agent first"
+            )
+        return bool(self._host("session_call", "delete", (session_id,)))
+
+    def close(self) -> None:
+        """Nothing to release: the storage lives in the actor."""
+
+
+def _forward(name: str) -> Callable[..., Any]:
+    def call(self: RemoteRuntime, *args: Any, **kwargs: Any) -> Any:
+        return self._call(name, *args, **kwargs)
+
+    return functools.wraps(getattr(MemoryRuntime, name))(call)
+
+
+def _forward_async(twin: str, name: str) -> Callable[..., Any]:
+    async def call(self: RemoteRuntime, *args: Any, **kwargs: Any) -> Any:
+        return await self._acall(name, *args, **kwargs)
+
+    return functools.wraps(getattr(MemoryRuntime, twin))(call)
+
+
+def _call_tool(self: RemoteRuntime, name: str, arguments: Mapping[str, Any]) -> str:
+    if not isinstance(arguments, Mapping):
+        raise ValueError(f"{name}.arguments must be a JSON object, got {type(arguments).__name__}")
+    result: str = self._call("call_tool", name, dict(arguments))
+    return result
+
+
+async def _acall_tool(self: RemoteRuntime, name: str, arguments: Mapping[str, Any]) -> str:
+    if not isinstance(arguments, Mapping):
+        raise ValueError(f"{name}.arguments must be a JSON object, got {type(arguments).__name__}")
+    result: str = await self._acall("call_tool", name, dict(arguments))
+    return result
+
+
+_OWN = {"flush", "save_session", "restart_count", "close"}
+for _name in CALLS:
+    if _name not in _OWN:
+        setattr(RemoteRuntime, _name, _forward(_name))
+for _twin, _name in ASYNC_TWINS.items():
+    if _name not in _OWN:
+        setattr(RemoteRuntime, _twin, _forward_async(_twin, _name))
+RemoteRuntime.call_tool = functools.wraps(MemoryRuntime.call_tool)(_call_tool)  # type: ignore[attr-defined]
+RemoteRuntime.acall_tool = functools.wraps(MemoryRuntime.acall_tool)(_acall_tool)  # type: ignore[attr-defined]

@@ -1,0 +1,299 @@
+"""The Ray actor that hosts one agent's :class:`~actormem.runtime.MemoryRuntime`.
+
+One actor per agent (namespace + session id), named so any caller in the
+cluster reaches it, detached so it outlives the caller that created it, and
+restarted by Ray on another node when its node dies (``max_restarts``).
+A plain class here; ``_handle`` turns it into a Ray actor class, so this
+module imports Ray only for ``exit_actor``.
+
+**Restart = restore.**  ``__init__`` (which Ray runs again on a restart)
+builds the runtime from the spec and loads the agent's session
+(``spec.session_id``) from the shared session storage; the long-term store
+is shared too.  So a restarted agent holds exactly what was acknowledged:
+
+* a returned :meth:`save_session` of the agent's own session, or a returned
+  :meth:`flush` (which commits the recorded turns *and* saves the session);
+* with ``spec.write_through``, every returned call: the calls that change the
+  short-term memory save the session before they return, ``record`` flushes.
+
+Everything else since then (short-term changes, turns recorded but not
+flushed) is lost with the node.  Each incarnation has its own id, sent with
+every answer; a handle that has unacknowledged changes names the
+incarnation it expects, and an actor that is another one refuses the call
+(:class:`AgentRestartedError`, nothing done), so a handle never mistakes a
+restarted agent for the one it was talking to.
+
+A session id names one agent: the session keeps the owner's namespace
+(component ``cluster``), and an actor for another namespace refuses to
+start from it, so two namespaces never share a session.
+
+Components saved beside the runtime in the agent's session (a
+``ReActAgent``'s ``agent`` state) are kept: every save of the session
+writes them back as they were last given, so a save by the actor never
+drops them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import structlog
+
+from actormem.cluster._calls import CALLS
+from actormem.cluster._spec import AgentRestartedError, AgentSpec, ClusterConfigError
+from actormem.messages import Msg
+from actormem.runtime import RUNTIME, MemoryRuntime
+from actormem.session import SessionInfo
+
+__all__ = ["MemoryHost"]
+
+log = structlog.get_logger(__name__)
+
+#: Session component naming the namespace whose agent the session is: a session
+#: id is one PostgreSQL row, so two namespaces must never share one.
+OWNER = "cluster"
+
+
+class MemoryHost:
+    """One agent's runtime, served to the handles (run as a Ray actor)."""
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self._spec = spec
+        self.incarnation = uuid.uuid4().hex
+        self._last_call = time.monotonic()
+        #: other components of the agent's session (name -> state), written back on every save
+        self._extras: dict[str, Any] = {}
+        kwargs: dict[str, Any] = dict(spec.options)
+        if spec.store is not None:
+            kwargs["store"] = spec.store
+        if spec.sessions is not None:
+            kwargs["sessions"] = spec.sessions
+        self._rt = MemoryRuntime(namespace=spec.namespace, **kwargs)
+        try:
+            self.restored = self._restore()
+        except BaseException:
+            self._rt.close()
+            raise
+        log.info(
+            "cluster.agent_started",
+            session_id=spec.session_id,
+            namespace=spec.namespace.key(),
+            incarnation=self.incarnation,
+            restored=self.restored,
+        )
+
+    def _restore(self) -> bool:
+        sid = self._spec.session_id
+        mine = {"namespace": list(self._spec.namespace.key())}
+        storage = self._rt.session
+        if not storage.exists(sid):
+            self._extras = {OWNER: mine}
+            return False
+        stored = self._owned(sid)
+        found = self._rt.load_session(sid)
+        self._extras = {**{k: v for k, v in stored.items() if k != RUNTIME}, OWNER: mine}
+        return found
+
+    def _owned(self, session_id: str) -> dict[str, Any]:
+        """The stored session, if no other namespace's agent owns it.
+
+        Raises:
+            ClusterConfigError: it belongs to another namespace's agent.
+        """
+        stored = self._rt.session.read(session_id)
+        owner = stored.get(OWNER)
+        mine = list(self._spec.namespace.key())
+        if isinstance(owner, dict) and owner.get("namespace") != mine:
+            raise ClusterConfigError(
+                f"session {session_id!r} belongs to the agent of namespace "
+                f"{owner.get('namespace')!r}, not {mine!r}: a session id names one agent"
+            )
+        return stored
+
+    # -- what the handle asks ---------------------------------------------------------
+
+    def describe(self, spec: AgentSpec) -> dict[str, Any]:
+        """The agent's fixed properties, after checking the caller means this agent.
+
+        Raises:
+            ClusterConfigError: the caller's (namespace, session id) is not this
+                agent's (two identities whose actor names collide), or the agent
+                runs with another store, session storage or write-through setting.
+        """
+        mine = self._spec
+        if spec.identity() != mine.identity():
+            raise ClusterConfigError(
+                f"the actor named for {spec.identity()!r} hosts {mine.identity()!r}: refusing "
+                "to answer for another namespace"
+            )
+        differ = [
+            name
+            for name in ("store", "sessions", "write_through")
+            if getattr(spec, name) != getattr(mine, name)
+        ]
+        if differ:
+            raise ClusterConfigError(
+                f"the agent {mine.session_id!r} of {mine.namespace.key()!r} already runs with "
+                f"another {', '.join(differ)}: connect with the settings it was created with "
+                "(or stop() it first)"
+            )
+        rt = self._rt
+        return {
+            "incarnation": self.incarnation,
+            "restored": self.restored,
+            "namespace": rt.namespace,
+            "long_term_mode": rt.long_term_mode,
+            "compressor_enabled": rt.compressor_enabled,
+            "has_journal": rt.journal is not None,
+            "recorder_config": rt.recorder_config,
+            "max_msg_bytes": rt.max_msg_bytes,
+            "session_location": rt.session.location(self._spec.session_id),
+            "write_through": self._spec.write_through,
+            "options": sorted(self._spec.options),
+        }
+
+    def call(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        expect: str | None,
+        retry: bool,
+    ) -> tuple[str, Any]:
+        """Run one runtime call; answer ``(incarnation, result)``.
+
+        Args:
+            name: a call of :data:`~actormem.cluster._calls.CALLS`.
+            expect: the incarnation the caller has unacknowledged changes on
+                (None: any); another one refuses the call, doing nothing.
+            retry: the caller sends this again after losing the actor; an
+                ``add`` then skips messages (by id) that are already there.
+
+        Raises:
+            AgentRestartedError: ``expect`` is not this incarnation.
+            AttributeError: ``name`` is not a forwarded call.
+        """
+        self._last_call = time.monotonic()
+        if expect is not None and expect != self.incarnation:
+            raise AgentRestartedError(
+                f"the agent {self._spec.session_id!r} restarted from its last acknowledged "
+                f"state (incarnation {self.incarnation[:8]}, the caller expected "
+                f"{expect[:8]}): its changes since its last flush()/save_session() are lost "
+                f"and {name}() was not run; continue from messages()",
+                name,
+            )
+        spec = CALLS.get(name)
+        if spec is None:
+            raise AttributeError(f"{name!r} is not a call a remote agent answers")
+        rt = self._rt
+        if name == "flush":
+            rt.flush(*args, **kwargs)
+            self._save()
+            return self.incarnation, None
+        if name == "save_session":
+            return self.incarnation, self._save_session(*args, **kwargs)
+        if name == "restart_count":
+            return self.incarnation, rt.restart_count
+        if name == "load_session":
+            target = args[0] if args else kwargs.get("session_id")
+            if isinstance(target, str) and rt.session.exists(target):
+                self._owned(target)
+        if retry and name in ("add", "add_many"):
+            args = (self._not_yet_added(args[0]),)
+            if not args[0]:
+                return self.incarnation, None
+        result = getattr(rt, name)(*args, **kwargs)
+        if self._spec.write_through:
+            if spec.records:
+                rt.flush()
+            if spec.changes or spec.records:
+                self._save()
+        return self.incarnation, result
+
+    def _not_yet_added(self, msgs: Msg | list[Msg] | tuple[Msg, ...]) -> list[Msg]:
+        batch = [msgs] if isinstance(msgs, Msg) else list(msgs)
+        present = {m.id for m in self._rt.messages()}
+        return [m for m in batch if getattr(m, "id", None) not in present]
+
+    def _save(self) -> str:
+        sid = self._spec.session_id
+        info = self._rt.session.put(sid, {**self._extras, RUNTIME: self._rt.state_dict()})
+        return info.path
+
+    def _save_session(self, session_id: str | None = None) -> str:
+        if session_id is None or session_id == self._spec.session_id:
+            return self._save()
+        return str(self._rt.save_session(session_id))
+
+    def session_put(
+        self, session_id: str, states: dict[str, Any], runtime_as: str | None
+    ) -> SessionInfo:
+        """Save the caller's components with the runtime (as ``runtime_as``, when given)."""
+        self._last_call = time.monotonic()
+        full = dict(states)
+        if runtime_as is not None:
+            full[runtime_as] = self._rt.state_dict()
+        if session_id == self._spec.session_id:
+            if RUNTIME not in full:  # the agent restores from it: never drop it
+                full[RUNTIME] = self._rt.state_dict()
+            full[OWNER] = self._extras[OWNER]
+            self._extras = {k: v for k, v in full.items() if k != RUNTIME}
+        return self._rt.session.put(session_id, full)
+
+    def session_load(
+        self, session_id: str, runtime_as: str, strict: bool, allow_missing: bool
+    ) -> tuple[bool, dict[str, Any]]:
+        """Restore the runtime from a session; answer (found, the other components)."""
+        self._last_call = time.monotonic()
+        storage = self._rt.session
+        if storage.exists(session_id):
+            self._owned(session_id)
+        found = storage.load(
+            session_id, {runtime_as: self._rt}, strict=strict, allow_missing=allow_missing
+        )
+        if not found:
+            return False, {}
+        others = {k: v for k, v in storage.read(session_id).items() if k != runtime_as}
+        if session_id == self._spec.session_id:
+            self._extras = {**others, OWNER: self._extras[OWNER]}
+        return True, others
+
+    def session_call(self, name: str, args: tuple[Any, ...]) -> Any:
+        """``location``, ``exists``, ``read``, ``list`` or ``delete`` of the session storage."""
+        if name not in ("location", "exists", "read", "list", "delete"):
+            raise AttributeError(f"{name!r} is not a session storage call")
+        if name in ("read", "delete") and self._rt.session.exists(args[0]):
+            self._owned(args[0])
+        return getattr(self._rt.session, name)(*args)
+
+    def where(self) -> dict[str, Any]:
+        """The node, process and its resident memory hosting the agent (placement, costs)."""
+        import os
+
+        import psutil  # a dependency of Ray
+        import ray
+
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "rss_bytes": psutil.Process().memory_info().rss,
+            "incarnation": self.incarnation,
+            "idle_seconds": time.monotonic() - self._last_call,
+        }
+
+    def shutdown(self, timeout: float | None = 120) -> str:
+        """Flush, save the session and close the runtime; answer where it was saved."""
+        self._rt.flush(timeout)
+        where = self._save()
+        self._rt.close(timeout)
+        return where
+
+    def stop(self, timeout: float | None = 120) -> str:
+        """:meth:`shutdown`, then end the actor for good (Ray does not restart it)."""
+        where = self.shutdown(timeout)
+        import ray
+
+        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
+        return where  # not reached: exit_actor raises

@@ -1,0 +1,187 @@
+"""What identifies a remote agent, and which backends a cluster may use.
+
+Kept apart from the Ray code so the checks (a DuckDB path or a session
+folder refused on a multi-node cluster, the actor's name, the options a
+runtime may be built with) read, and are tested, on their own.  Nothing
+here imports Ray.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Final
+
+import msgspec
+
+from actormem._dsn import is_dsn
+from actormem.session import validate_session_id
+from actormem.store import Namespace
+
+__all__ = [
+    "RAY_NAMESPACE",
+    "AgentRestartedError",
+    "AgentSpec",
+    "ClusterConfigError",
+    "ClusterError",
+    "actor_name",
+    "check_backends",
+    "make_spec",
+]
+
+#: The Ray namespace the agents' actors are named in (``ray.init(namespace=...)``
+#: of the callers does not matter: the handle always looks the actor up here).
+RAY_NAMESPACE: Final = "actormem"
+
+#: MemoryRuntime options the handle sets itself, or that cannot cross processes.
+_RESERVED: Final = {
+    "namespace": "pass namespace= to RemoteRuntime.connect",
+    "store": "pass store= to RemoteRuntime.connect",
+    "sessions": "pass sessions= to RemoteRuntime.connect",
+    "ui": "the memory explorer is not served from a cluster actor (run `actormem ui` on the store)",
+}
+
+
+class ClusterError(RuntimeError):
+    """A remote agent cannot be reached or created (the message says why)."""
+
+
+class ClusterConfigError(ClusterError, ValueError):
+    """The agent's settings cannot work on this cluster (the message names the problem)."""
+
+
+class AgentRestartedError(ClusterError):
+    """The agent's actor restarted (its node died, or it was released) since this
+    handle's last acknowledged call.
+
+    The restarted agent holds its last acknowledged state (the last returned
+    ``flush()`` or ``save_session()``, or every returned call with
+    ``write_through=True``); what this handle did after that may be lost, and
+    the call that raised this may or may not have taken effect.  The handle
+    is usable again at once: continue from :meth:`RemoteRuntime.messages`.
+
+    Attributes:
+        call: the call that raised it.
+    """
+
+    def __init__(self, message: str, call: str = "") -> None:
+        super().__init__(message)
+        self.call = call
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.call))
+
+
+class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the hosting actor needs to build (and rebuild) one agent's runtime.
+
+    Attributes:
+        namespace: whose memories these are.
+        session_id: the session the actor restores from and saves to.
+        store: the long-term store: a ``postgresql://`` URL (or a DuckDB path
+            on a one-node cluster), or None for no long-term memory.
+        sessions: where sessions live: a ``postgresql://`` URL (or a folder on
+            a one-node cluster; None means the runtime's default folder).
+        write_through: save the session after every call that changes the
+            short-term memory, and flush after every ``record``, before it
+            returns (every returned call is then acknowledged).
+        options: the other ``MemoryRuntime`` keyword arguments.
+    """
+
+    namespace: Namespace
+    session_id: str
+    store: str | None = None
+    sessions: str | None = None
+    write_through: bool = False
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    def identity(self) -> tuple[tuple[str, str, str, str], str]:
+        """What two callers must agree on to share the actor."""
+        return (self.namespace.key(), self.session_id)
+
+
+def make_spec(
+    session_id: str,
+    namespace: Namespace | None,
+    store: str | os.PathLike[str] | None,
+    sessions: str | os.PathLike[str] | None,
+    write_through: bool,
+    options: dict[str, Any],
+) -> AgentSpec:
+    """Check the arguments of ``RemoteRuntime.connect`` where they enter.
+
+    Raises:
+        ClusterConfigError: a reserved option, or a store or session storage
+            given as an object (it cannot move to another process).
+        SessionError: a bad session id.
+    """
+    sid = validate_session_id(session_id)
+    for name, why in _RESERVED.items():
+        if name in options:
+            raise ClusterConfigError(f"RemoteRuntime.connect: {name}= is not an option here: {why}")
+    if not isinstance(write_through, bool):
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect(write_through=...) must be a bool, got {write_through!r}"
+        )
+    for what, value in (("store", store), ("sessions", sessions)):
+        if value is not None and not isinstance(value, str | os.PathLike):
+            raise ClusterConfigError(
+                f"RemoteRuntime.connect({what}=...) must be a postgresql:// URL or a path: "
+                f"a {type(value).__name__} object cannot move to the actor's process"
+            )
+    ns = namespace if namespace is not None else Namespace(user_id="default", agent_id="agent")
+    if not isinstance(ns, Namespace):
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect(namespace=...) must be a Namespace, got {type(ns).__name__}"
+        )
+    return AgentSpec(
+        namespace=ns,
+        session_id=sid,
+        store=None if store is None else os.fspath(store),
+        sessions=None if sessions is None else os.fspath(sessions),
+        write_through=write_through,
+        options=dict(options),
+    )
+
+
+def check_backends(spec: AgentSpec, nodes: int) -> None:
+    """Refuse settings that keep an agent's state on one node's disk when there are several.
+
+    An agent's actor restarts on another node when its node dies, and any
+    caller may create it on any node: a DuckDB file, a JSON session folder
+    or journal files are on one node only, so the restarted agent would
+    start from nothing (or from a stale copy).
+
+    Raises:
+        ClusterConfigError: ``nodes`` > 1 and the store, the sessions or the
+            journal live on a node's disk.
+    """
+    if nodes <= 1:
+        return
+    local: list[str] = []
+    if spec.store is not None and not is_dsn(spec.store):
+        local.append(f"the store {spec.store!r} is a local DuckDB file")
+    if spec.store is None and spec.options.get("long_term") is not None:
+        local.append("long_term= without store= opens a local DuckDB file")
+    if spec.sessions is None or not is_dsn(spec.sessions):
+        where = "the default folder" if spec.sessions is None else repr(spec.sessions)
+        local.append(f"the sessions are JSON files in {where}")
+    if spec.options.get("journal"):
+        local.append("the journal keeps its files on the node's disk")
+    if local:
+        raise ClusterConfigError(
+            f"this Ray cluster has {nodes} nodes, and an agent restarted on another node "
+            f"would not find its state: {'; '.join(local)}. PostgreSQL is the backend for a "
+            "cluster: pass store='postgresql://...' and sessions='postgresql://...' "
+            "(a DuckDB path and a session folder work on a one-node cluster only)"
+        )
+
+
+def actor_name(spec: AgentSpec) -> str:
+    """The Ray actor name of an agent: one per (namespace, session id).
+
+    A digest, so any namespace and session id make a valid, fixed-length
+    name; the actor checks the full identity on every connect.
+    """
+    digest = hashlib.sha256(repr(spec.identity()).encode()).hexdigest()[:40]
+    return f"actormem-agent-{digest}"
