@@ -30,7 +30,8 @@ an Rx timer runs ``on_idle`` maintenance once (and again only after new
 activity and another quiet period).
 
 The calls that only forward to one part live in private mixins beside this
-module, so this one reads as the wiring: the asyncio twins
+module, so this one reads as the wiring: the short-term memory and
+compressor calls (``_runtime_short_term``), the asyncio twins
 (``_runtime_async``), the long-term reads and keyed facts
 (``_runtime_long_term``), the model's tools (``_runtime_tools``, with the
 memory tool handlers in :mod:`actormem.recorder`), the journal calls
@@ -58,11 +59,10 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.scheduler import EventLoopScheduler
 
-from actormem._door import RUNTIME_SETTINGS, check_msg, check_msgs, check_settings
+from actormem._door import RUNTIME_SETTINGS, check_settings
 from actormem._runtime_args import (
     DEFAULT_NAMESPACE,
     LONG_TERM_FILE,
-    delete_args,
     journal_args,
     long_term_args,
     open_store,
@@ -71,21 +71,19 @@ from actormem._runtime_args import (
 from actormem._runtime_async import AsyncTwins
 from actormem._runtime_journal import JournalCalls
 from actormem._runtime_long_term import LongTermCalls
+from actormem._runtime_short_term import ShortTermCalls
 from actormem._runtime_tools import ToolCalls
 from actormem._settings import check_arg
+from actormem.actors._recording import CutBatch
 from actormem.actors._state_module import ActorStateModule
 from actormem.actors._supervisor import ActorUnavailableError, Supervisor
 from actormem.actors.autocontext import (
     AUTOCONTEXT,
     AutoContextActor,
-    CompressNow,
     CompressorState,
-    GetHistory,
-    ReloadOffload,
 )
 from actormem.actors.recorder import (
     RECORDER,
-    CutBatch,
     EndSession,
     RecorderActor,
     RecordingError,
@@ -94,14 +92,9 @@ from actormem.actors.recorder import (
     RunMaintenance,
 )
 from actormem.actors.short_term import SHORT_TERM, ShortTermMemoryActor, ShortTermState
-from actormem.compress import AutoContextConfig, CompressionOutcome
+from actormem.compress import AutoContextConfig
 from actormem.events import (
-    AddMessages,
-    ClearMessages,
-    DeleteMessages,
     Event,
-    GetMessages,
-    GetSize,
     MemoryCleared,
     MessageAdded,
     MessagesDeleted,
@@ -138,7 +131,9 @@ log = structlog.get_logger(__name__)
 RUNTIME = "runtime"
 
 
-class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateModule):
+class MemoryRuntime(
+    ShortTermCalls, AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateModule
+):
     """An agent's memory: the actors, their event stream and session files.
 
     Use it as a context manager (sync or async) or call :meth:`close`.
@@ -408,110 +403,6 @@ class MemoryRuntime(AsyncTwins, LongTermCalls, ToolCalls, JournalCalls, StateMod
         return self.bus.observable(
             accept, name=getattr(on_next, "__name__", "subscriber")
         ).subscribe(on_next)
-
-    # -- short-term memory (sync) ---------------------------------------------------
-
-    def add(self, msg: Msg | Sequence[Msg]) -> None:
-        """Append a message (or several, in order) to the short-term memory.
-
-        Returns as soon as the message is queued to the actor; the next read
-        by the same caller sees it.
-
-        Raises:
-            MessageError: the message is malformed or over ``max_msg_bytes``.
-        """
-        if isinstance(msg, Msg):
-            msgs: tuple[Msg, ...] = (check_msg(msg, "messages[0]", max_bytes=self.max_msg_bytes),)
-        else:
-            msgs = self._check_seq(msg)
-        if self._closed:
-            raise RuntimeError("the memory runtime is closed")
-        self._stm.tell(AddMessages(msgs=msgs))
-        self._last_activity = time.monotonic()
-        if not self._turn_open and any(m.role == "user" for m in msgs):
-            self._turn_open = True
-            self.turns.begin()
-
-    def _check_seq(self, msgs: object) -> tuple[Msg, ...]:
-        if isinstance(msgs, list | tuple):
-            return check_msgs(msgs, max_bytes=self.max_msg_bytes)
-        raise MessageError(f"add() takes a Msg or a list of Msg, got {type(msgs).__name__}")
-
-    def add_many(self, msgs: Sequence[Msg]) -> None:
-        """Append several messages in order (one command to the actor)."""
-        if isinstance(msgs, Msg):
-            raise MessageError("add_many() takes a list of Msg; use add() for one message")
-        self.add(msgs)
-
-    def messages(self) -> list[Msg]:
-        """The current working messages, in order."""
-        return list(self._stm.ask(GetMessages())[1])
-
-    def snapshot(self) -> tuple[int, list[Msg]]:
-        """The version and the messages, read together."""
-        version, msgs = self._stm.ask(GetMessages())
-        return int(version), list(msgs)
-
-    def size(self) -> int:
-        """How many working messages there are."""
-        return int(self._stm.ask(GetSize()))
-
-    def delete(self, index: int | Sequence[int] = (), *, ids: Sequence[str] = ()) -> int:
-        """Delete messages by index (negative counts from the end) and/or id.
-
-        Returns:
-            How many messages were removed.
-
-        Raises:
-            IndexError: an index is out of range (nothing is deleted).
-        """
-        indices, id_list = delete_args(index, ids)
-        return int(self._stm.ask(DeleteMessages(indices=indices, ids=id_list)))
-
-    def clear(self) -> int:
-        """Remove every working message; return how many there were."""
-        return int(self._stm.ask(ClearMessages()))
-
-    # -- compression ----------------------------------------------------------------
-
-    @property
-    def compressor_enabled(self) -> bool:
-        """Whether this runtime runs the AutoContext compressor."""
-        return self._compressor is not None
-
-    def _need_compressor(self) -> Supervisor:
-        if self._compressor is None:
-            raise RuntimeError(
-                "this runtime has no compressor: create it with MemoryRuntime(autocontext=True)"
-            )
-        return self._compressor
-
-    def compress_now(self, timeout: float | None = 120.0) -> CompressionOutcome | None:
-        """Run a compression pass now if the context is over budget, and wait for it.
-
-        Returns:
-            The outcome, or None when the context was within budget.
-
-        Raises:
-            ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
-        """
-        check_arg("MemoryRuntime.compress_now", "timeout", timeout)
-        result: CompressionOutcome | None = self._need_compressor().ask(CompressNow(), timeout)
-        return result
-
-    def reload(self, offload_id: str) -> list[Msg]:
-        """The original messages behind an offload id (from a summary or reference).
-
-        Raises:
-            OffloadNotFoundError: no offload has that id.
-        """
-        return list(self._need_compressor().ask(ReloadOffload(offload_id=offload_id)))
-
-    def history(self) -> list[Msg]:
-        """The whole conversation as it was added, compressed parts expanded."""
-        if self._compressor is None:
-            return self.messages()
-        return list(self._compressor.ask(GetHistory()))
 
     # -- long-term memory -------------------------------------------------------------
 
