@@ -292,6 +292,20 @@ class Exchange:
         """The whole body (an error body: its preview)."""
         return b"".join(self.chunks())
 
+    def refusal(self) -> bytes | None:
+        """None for a 2xx response; otherwise its error body's preview, the exchange closed.
+
+        A preview that cannot be read is ``b""``: the status alone says what happened.
+        """
+        if 200 <= self.response.status_code < 300:
+            return None
+        try:
+            return self.read()
+        except HttpFailure:
+            return b""
+        finally:
+            self.close()
+
     def close(self) -> None:
         """Stop reading and release the connection (idempotent)."""
         self._worker.cancel()
@@ -391,6 +405,17 @@ class AsyncExchange:
     async def read(self) -> bytes:
         """See :meth:`Exchange.read`."""
         return b"".join([chunk async for chunk in self.chunks()])
+
+    async def refusal(self) -> bytes | None:
+        """See :meth:`Exchange.refusal`."""
+        if 200 <= self.response.status_code < 300:
+            return None
+        try:
+            return await self.read()
+        except HttpFailure:
+            return b""
+        finally:
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Release the connection (idempotent)."""

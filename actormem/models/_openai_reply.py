@@ -1,10 +1,11 @@
 """Reading what an OpenAI-compatible server answers: streams, error bodies, usage.
 
-Split from :mod:`actormem.models.openai` (which does the requests, retries and
-the parsing of one reply) because a streamed reply has its own state: the
-media type may be missing or wrong (a server that ignores ``stream`` answers
-one JSON body, sometimes labelled ``text/plain``), the bytes are split into
-lines across network reads, and a stream is only complete when it says so.
+Split from :mod:`actormem.models.openai` (which does the requests and
+retries; :mod:`actormem.models._openai_parse` judges one decoded reply)
+because a streamed reply has its own state: the media type may be missing or
+wrong (a server that ignores ``stream`` answers one JSON body, sometimes
+labelled ``text/plain``), the bytes are split into lines across network
+reads, and a stream is only complete when it says so.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ import msgspec
 import structlog
 
 from actormem._settings import DEFAULT_MAX_REPLY_BYTES, OPENAI_ARGS, check_arg
-from actormem.messages import MessageError, Msg, from_openai, to_openai
+from actormem.messages import Msg, to_openai
 from actormem.models._http import (
     AsyncExchange,
     Exchange,
@@ -51,15 +51,13 @@ from actormem.models._http import (
     open_exchange,
     safe_url,
 )
+from actormem.models._openai_parse import parse_reply
 from actormem.models._openai_reply import PREVIEW as _PREVIEW
 from actormem.models._openai_reply import StreamReply
 from actormem.models._openai_reply import error_detail as _error_detail
-from actormem.models._openai_reply import error_text as _error_text
 from actormem.models._openai_reply import retry_after as _retry_after
 from actormem.models._openai_reply import usage as _usage
 from actormem.models.base import (
-    MalformedCall,
-    MalformedToolCallError,
     ModelError,
     ModelTimeoutError,
     ToolSpec,
@@ -481,62 +479,43 @@ class OpenAIChatModel:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
                 yield client
 
+    def _exchange_args(self, body: bytes, op: float, *, stream: bool) -> dict[str, Any]:
+        """What one attempt sends and how long it may take (``op`` seconds, body included)."""
+        return {
+            "content": body,
+            "headers": self._request_headers(stream=stream),
+            "deadline": time.monotonic() + op,
+            "limit": op,
+            "op_timeout": op,
+            "max_bytes": self.max_reply_bytes,
+        }
+
     def _open(self, body: bytes, op: float, *, stream: bool) -> Exchange:
         """One attempt's response with a 2xx status, its body unread.
 
         The attempt (headers, and for :meth:`chat` the body) must be done
         within ``op`` seconds; raises :class:`_Retry` or ModelError.
         """
+        client = self._sync_client()
         try:
             exchange = open_exchange(
-                self._sync_client(),
-                self.url,
-                content=body,
-                headers=self._request_headers(stream=stream),
-                deadline=time.monotonic() + op,
-                limit=op,
-                op_timeout=op,
-                max_bytes=self.max_reply_bytes,
+                client, self.url, **self._exchange_args(body, op, stream=stream)
             )
+            self._check_status(exchange.response, exchange.refusal())
         except HttpFailure as failure:
             raise self._failed(failure) from None
-        response = exchange.response
-        if not 200 <= response.status_code < 300:
-            try:
-                preview = exchange.read()
-            except HttpFailure:
-                preview = b""
-            finally:
-                exchange.close()
-            self._check_status(response, preview)
         return exchange
 
     async def _aopen(
         self, client: httpx.AsyncClient, body: bytes, op: float, *, stream: bool
     ) -> AsyncExchange:
         """Async :meth:`_open`."""
+        args = self._exchange_args(body, op, stream=stream)
         try:
-            exchange = await aopen_exchange(
-                client,
-                self.url,
-                content=body,
-                headers=self._request_headers(stream=stream),
-                deadline=time.monotonic() + op,
-                limit=op,
-                op_timeout=op,
-                max_bytes=self.max_reply_bytes,
-            )
+            exchange = await aopen_exchange(client, self.url, **args)
+            self._check_status(exchange.response, await exchange.refusal())
         except HttpFailure as failure:
             raise self._failed(failure) from None
-        response = exchange.response
-        if not 200 <= response.status_code < 300:
-            try:
-                preview = await exchange.read()
-            except HttpFailure:
-                preview = b""
-            finally:
-                await exchange.aclose()
-            self._check_status(response, preview)
         return exchange
 
     def _failed(self, failure: HttpFailure) -> Exception:
@@ -565,10 +544,15 @@ class OpenAIChatModel:
             )
         return min(self.timeout, left)
 
-    def _check_status(self, response: httpx.Response, preview: bytes) -> None:
-        """Raise for a non-2xx status: :class:`_Retry` when worth retrying, else ModelError."""
+    def _check_status(self, response: httpx.Response, refusal: bytes | None) -> None:
+        """Raise for a refused request (``refusal``: the error body's preview; None: 2xx).
+
+        :class:`_Retry` when the status is worth retrying, else ModelError.
+        """
+        if refusal is None:
+            return
         status = response.status_code
-        detail = self._redact(_error_detail(preview))
+        detail = self._redact(_error_detail(refusal))
         reason = f"HTTP {status} {response.reason_phrase}: {detail}".rstrip(": ")
         if status in (408, 425, 429) or (status >= 500 and status not in _NOT_RETRIED_5XX):
             raise _Retry(reason, _retry_after(response), problem="HTTP error status", status=status)
@@ -652,7 +636,7 @@ class OpenAIChatModel:
             with self._lock:
                 for key in self._usage:
                     self._usage[key] += int(usage.get(key, 0))
-        msg = self._parse(data)
+        msg = parse_reply(self, data)
         if msg.metadata.get("finish_reason") == "length":
             log.warning(
                 "model_reply_truncated",
@@ -686,110 +670,6 @@ class OpenAIChatModel:
         raise self._error(
             f"{what} is {why}; it starts with {preview!r}", problem="malformed reply"
         ) from None
-
-    def _parse(self, data: Any) -> Msg:
-        if not isinstance(data, dict):
-            raise self._error(f"the reply is not a JSON object but {type(data).__name__}")
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            if data.get("error"):
-                raise self._error(
-                    f"the server returned an error: {_error_text(data['error'])}",
-                    problem="error in the reply",
-                )
-            raise self._error("the reply has no choices")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            raise self._error("choices[0] of the reply has no message object")
-        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
-        self._check_tool_calls(message, str(finish or ""), _usage(data.get("usage")))
-        try:
-            msg = from_openai({**message, "role": message.get("role") or "assistant"})
-        except (MessageError, AttributeError, TypeError, ValueError, RecursionError) as exc:
-            # from_openai lets AttributeError escape for a non-object "function".
-            raise self._error(f"the reply message is unusable: {exc}") from None
-        if msg.role != "assistant":
-            raise self._error(f"the reply message has role {msg.role!r}, expected 'assistant'")
-        metadata: dict[str, Any] = {"model": str(data.get("model") or self.model)}
-        if isinstance(choice, dict) and choice.get("finish_reason"):
-            metadata["finish_reason"] = str(choice["finish_reason"])
-        usage = _usage(data.get("usage"))
-        if usage is not None:
-            metadata["usage"] = usage
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            metadata["reasoning"] = reasoning
-        return msg.with_content(msg.content, **metadata)
-
-    def _check_tool_calls(
-        self, message: dict[str, Any], finish_reason: str, usage: dict[str, int] | None
-    ) -> None:
-        """Raise MalformedToolCallError when a tool call's arguments are unusable."""
-        raw_calls = message.get("tool_calls")
-        if not isinstance(raw_calls, list) or not raw_calls:
-            return
-        calls: list[MalformedCall] = []
-        for i, call in enumerate(raw_calls):
-            fn = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                return  # not a tool call at all: from_openai names the problem
-            raw = fn.get("arguments")
-            call_id = str(call.get("id") or f"call_{i}")
-            problem = ""
-            if isinstance(raw, str) and raw.strip():
-                try:
-                    args = msgspec.json.decode(raw)
-                except (msgspec.DecodeError, UnicodeError) as exc:
-                    problem = f"the arguments are not valid JSON ({exc})"
-                except RecursionError:
-                    problem = "the arguments are JSON nested too deeply to parse"
-                else:
-                    if not isinstance(args, dict):
-                        problem = f"the arguments are JSON {type(args).__name__}, not an object"
-            elif raw is not None and not isinstance(raw, str | dict):
-                problem = f"the arguments are {type(raw).__name__}, not a JSON object"
-            text = raw if isinstance(raw, str) else _JSON.encode(raw).decode()
-            calls.append(MalformedCall(call_id, fn["name"], text, problem))
-        bad = [c for c in calls if c.problem]
-        if not bad:
-            return
-        limit = self.extra_body.get("max_tokens") or self.extra_body.get("max_completion_tokens")
-        used = (usage or {}).get("completion_tokens", 0)
-        if finish_reason == "length":
-            cut = "; the reply was truncated at the token limit (finish_reason=length)"
-        elif isinstance(limit, int) and limit > 0 and used >= limit:
-            # llama.cpp's server says "tool_calls" even when max_tokens cut the call.
-            cut = (
-                f"; the reply was truncated: it used all {limit} max_tokens "
-                f"(the server said finish_reason={finish_reason or 'none'})"
-            )
-            finish_reason = "length"
-        else:
-            cut = ""
-        truncated = finish_reason == "length"
-        first = bad[0]
-        reason = (
-            f"{len(bad)} tool call(s) unusable: {first.name}: {first.problem}; "
-            f"arguments start with {first.arguments[:80]!r}{cut}"
-        )
-        log.warning(
-            "model_tool_call_malformed",
-            model=self.name,
-            endpoint=self._display_url,
-            calls=len(bad),
-            truncated=truncated,
-            reason=self._redact(reason),
-        )
-        content = message.get("content")
-        raise MalformedToolCallError(
-            f"{self._display_url}: {self._redact(reason)}",
-            text=content if isinstance(content, str) else "",
-            calls=calls,
-            finish_reason=finish_reason,
-            usage=usage,
-            endpoint=self._display_url,
-        )
 
     def _redact(self, text: str) -> str:
         secrets = [self._api_key.get()] if self._api_key is not None else []
