@@ -159,6 +159,7 @@ class KeyedFacts:
         key = _check("key", key, _MAX_KEY)
         if not isinstance(value, str):
             raise ValueError(f"value must be a str, got {type(value).__name__}")
+        value = str.__str__(value)  # a str subclass is kept as its plain text
         if not value.strip():
             raise ValueError("value must not be empty")
         if len(value) > _MAX_VALUE:

@@ -49,6 +49,7 @@ from actormem.store._records import (
     check_limit,
     check_memory_id,
     check_namespace,
+    check_new_memory,
     check_text,
     clip_query,
     content_hash,
@@ -364,8 +365,8 @@ class StoreBase(Maintenance, Transfer):
                     f"item {i} is {type(raw).__name__}, expected str or NewMemory"
                 )
         explicit: set[str] = set()
-        for item in news:
-            item.validate()
+        for i, item in enumerate(news):
+            item = news[i] = check_new_memory(item)
             if item.id is not None:
                 if item.id in explicit:
                     raise InvalidMemoryError(f"id {item.id!r} appears twice in the batch")
@@ -414,14 +415,14 @@ class StoreBase(Maintenance, Transfer):
             MemoryNotFoundError: No live memory with that id in the scope.
         """
         self._check_open()
-        check_memory_id(memory_id)
-        check_text(reason, "reason")
+        memory_id = check_memory_id(memory_id)
+        reason = check_text(reason, "reason")
         if content is not None:
-            NewMemory(content=content).validate()
+            content = check_new_memory(NewMemory(content=content)).content
         if kind is not None and (not isinstance(kind, str) or not 0 < len(kind) <= 64):
             raise InvalidMemoryError(f"kind must be a non-empty str of <= 64 chars: {kind!r}")
         if kind is not None:
-            check_text(kind, "kind", max_chars=64)
+            kind = check_text(kind, "kind", max_chars=64)
         if importance is not None:
             importance = check_importance(importance)
         new_tags = None if tags is None else check_str_tuple("tags", tags)
@@ -475,8 +476,8 @@ class StoreBase(Maintenance, Transfer):
             MemoryNotFoundError: No live memory with that id in the scope.
         """
         self._check_open()
-        check_memory_id(memory_id)
-        check_text(reason, "reason")
+        memory_id = check_memory_id(memory_id)
+        reason = check_text(reason, "reason")
 
         def plan(planner: Planner, now: float, batch: Batch) -> WriteResult:
             current = self._live_record(planner, namespace, memory_id)

@@ -105,6 +105,8 @@ class Transfer(BackendHooks):
             InvalidMemoryError: Bad path or malformed rows.
         """
         self._check_open()
+        if namespace is not None:
+            namespace = check_namespace(namespace)
         source, fmt = check_path(path, must_exist=True)
         batch_size = _files.IMPORT_BATCH
         # First pass: every row decoded and checked, one batch at a time, before

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import msgspec
 import numpy as np
@@ -31,6 +31,7 @@ from actormem.store._types import (
     Namespace,
     NamespaceError,
     NamespaceStats,
+    NewMemory,
     check_no_nul,
 )
 
@@ -45,9 +46,11 @@ __all__ = [
     "check_limit",
     "check_memory_id",
     "check_namespace",
+    "check_new_memory",
     "check_text",
     "clip_query",
     "content_hash",
+    "exact_str",
     "json_text",
     "jsonb_text",
     "query_text",
@@ -234,10 +237,59 @@ def row_to_compaction(row: Sequence[Any]) -> LogCompaction:
 
 
 def check_namespace(namespace: object) -> Namespace:
-    """``namespace`` if it is a :class:`Namespace`, else :class:`NamespaceError`."""
+    """``namespace`` with exact ``str`` fields if it is a :class:`Namespace`, else
+    :class:`NamespaceError`.
+
+    A field given as a ``str`` subclass (a ``StrEnum`` user or agent id) is
+    rebuilt as its plain text here, where a write is validated, so every
+    record the store holds has exact ``str`` fields -- the literal writer
+    and the log's wire format take nothing else.
+    """
     if not isinstance(namespace, Namespace):
         raise NamespaceError(f"namespace must be a Namespace, got {type(namespace).__name__}")
-    return namespace
+    u, a, r, s = namespace.user_id, namespace.agent_id, namespace.run_id, namespace.session_id
+    if all(v is None or v.__class__ is str for v in (u, a, r, s)):
+        return namespace
+    return Namespace(
+        user_id=exact_str(u), agent_id=exact_str(a), run_id=exact_str(r), session_id=exact_str(s)
+    )
+
+
+@overload
+def exact_str(value: str) -> str: ...
+@overload
+def exact_str(value: None) -> None: ...
+def exact_str(value: str | None) -> str | None:
+    """``value`` as an exact ``str`` (a subclass such as a ``StrEnum``: its plain text)."""
+    if value is None or value.__class__ is str:
+        return value
+    return str.__str__(value)
+
+
+def check_new_memory(item: NewMemory) -> NewMemory:
+    """``item`` validated (:meth:`NewMemory.validate`), its texts as exact ``str``.
+
+    Content, kind, tags, source ids and id given as ``str`` subclasses are
+    kept as their plain text, so every record the store writes holds exact
+    ``str`` (see :func:`check_namespace`).
+    """
+    item.validate()
+    if (
+        item.content.__class__ is str
+        and item.kind.__class__ is str
+        and (item.id is None or item.id.__class__ is str)
+        and (not item.tags or all(t.__class__ is str for t in item.tags))
+        and (not item.source_ids or all(t.__class__ is str for t in item.source_ids))
+    ):
+        return item
+    return msgspec.structs.replace(
+        item,
+        content=exact_str(item.content),
+        kind=exact_str(item.kind),
+        id=exact_str(item.id),
+        tags=tuple(exact_str(t) for t in item.tags),
+        source_ids=tuple(exact_str(t) for t in item.source_ids),
+    )
 
 
 #: Characters of a query a search reads: the first and the last half of it.
@@ -370,7 +422,7 @@ def check_text(value: object, name: str, *, max_chars: int = 10_000) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidMemoryError(f"{name} is not valid Unicode text (a lone surrogate?)") from None
-    return str.__str__(value)  # plain str: a subclass (StrEnum) has no SQL literal
+    return exact_str(value)  # plain str: a subclass (StrEnum) has no SQL literal
 
 
 def check_memory_id(value: object, name: str = "memory_id") -> str:

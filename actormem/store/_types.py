@@ -720,10 +720,16 @@ def check_no_nul(value: object, path: str) -> None:
 
 
 def check_str_tuple(name: str, value: object) -> tuple[str, ...]:
-    """Return ``value`` as a tuple of non-empty strings or raise InvalidMemoryError."""
+    """Return ``value`` as a tuple of non-empty exact strings or raise InvalidMemoryError."""
     if isinstance(value, str) or not isinstance(value, tuple | list):
         raise InvalidMemoryError(f"{name} must be a tuple of str, got {type(value).__name__}")
+    exact = True
     for item in value:
         if not isinstance(item, str) or not item or len(item) > 256:
             raise InvalidMemoryError(f"{name} holds an invalid item {item!r}")
-    return tuple(value)
+        exact = exact and item.__class__ is str
+    if exact:
+        return tuple(value)
+    # A str subclass (a StrEnum tag) is kept as its plain text: every record
+    # holds exact str, which is what the backends write and read back.
+    return tuple(str.__str__(item) for item in value)

@@ -274,3 +274,85 @@ def test_a_namespace_with_a_bad_name_is_refused_naming_it(
     with pytest.raises(NamespaceError, match=error):
         seeded.add_many(Namespace(**fields), ["Ada has a cat"])
     assert _listing(seeded) == before
+
+
+def _exact_types(rec: Any) -> list[str]:
+    """The fields of a record or history row whose text is not an exact ``str``."""
+    wrong = []
+    for name in ("id", "memory_id", "kind", "content", "content_hash", "reason", "op"):
+        value = getattr(rec, name, None)
+        if value is not None and type(value) is not str:
+            wrong.append(f"{name}={type(value).__name__}")
+    for name in ("tags", "source_ids"):
+        wrong += [
+            f"{name}={type(t).__name__}" for t in getattr(rec, name, ()) if type(t) is not str
+        ]
+    wrong += [
+        f"namespace.{k}={type(v).__name__}" for k, v in rec.namespace.items() if type(v) is not str
+    ]
+    return wrong
+
+
+def test_str_subclasses_given_to_any_write_are_stored_and_read_back_as_exact_str(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    """A ``StrEnum`` or other ``str`` subclass passed as a namespace id, kind,
+    content, tag, source id, id or reason is validated into its plain text:
+    every record the store holds (and hands back, before and after a reopen)
+    has exact ``str`` fields, on every write path."""
+    import enum
+
+    class E(enum.StrEnum):
+        USER = "eve"
+        KIND = "preference"
+        TAG = "colour"
+        WHY = "asked to"
+        CATEGORY = "likes"
+
+    class S(str):
+        pass
+
+    ns = Namespace(user_id=E.USER, agent_id=S("bot"))
+    scope = Namespace(user_id="eve")
+    store = make_store("sub")
+    added = store.add(
+        ns, S("Eve likes green"), kind=E.KIND, tags=[E.TAG, S("green")], source_ids=[S("m1")]
+    ).id
+    batch = store.add_many(
+        ns,
+        [
+            S("Eve has a dog"),
+            NewMemory(
+                content=S("Eve lives in Oslo"),
+                kind=S("fact"),  # equal to the default: the fast path must not keep the subclass
+                tags=(S("place"),),
+                source_ids=(E.TAG,),
+                id=S("oslo-1"),
+            ),
+        ],
+    )
+    gone = batch[0].id
+    store.update(ns, added, content=S("Eve likes blue"), kind=E.KIND, tags=[E.TAG], reason=E.WHY)
+    store.delete(Namespace(user_id=E.USER), gone, reason=S("moved on"))
+    KeyedFacts(store, ns).save(S("pet"), S("a dog named Rex"), E.CATEGORY)
+    exported = tmp_path / "eve.jsonl"
+    store.export(scope, exported)
+    target = make_store("target")
+    target.import_(exported, namespace=Namespace(user_id=E.USER, session_id=S("s1")))
+
+    def check(s: Any) -> int:
+        records = s.list(scope, limit=100, include_deleted=True)
+        records += [
+            r for r in (s.get(Namespace(user_id=E.USER), m.id) for m in records) if r is not None
+        ]
+        rows = s.history(Namespace(user_id=E.USER))
+        problems = {r.id: _exact_types(r) for r in [*records, *rows] if _exact_types(r)}
+        assert problems == {}
+        return len(records)
+
+    assert check(store) >= 4 and check(target) >= 3
+    reasons = {h.reason for h in store.history(scope, added)}
+    assert "asked to" in reasons
+    store.close()
+    target.close()
+    assert check(make_store("sub")) >= 4 and check(make_store("target")) >= 3
