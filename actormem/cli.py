@@ -169,10 +169,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Each command's optional positional after its action (``memories search QUERY``).
+_OPERAND: dict[str, str] = {"memories": "query", "sessions": "session_id", "journal": "what"}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser``'s arguments, with a command's operand accepted after its options.
+
+    argparse fills a command's positionals from the words before its first
+    option, so ``memories search --user ada "cats"`` left the query empty and
+    refused ``"cats"`` as unrecognized.  A single word left over that way is
+    the operand; anything else is still refused as argparse would.
+    """
+    args, extras = parser.parse_known_args(argv)
+    dest = _OPERAND.get(args.command)
+    if (
+        dest is not None
+        and getattr(args, dest) is None
+        and len(extras) == 1
+        and not extras[0].startswith("-")
+    ):
+        setattr(args, dest, extras.pop())
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``actormem`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     configure_logging(
         "DEBUG" if args.debug else "WARNING",
         stream=_LOG_STREAM if args.command == "chat" else None,  # type: ignore[arg-type]

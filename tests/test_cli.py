@@ -96,6 +96,51 @@ def test_memories_commands_over_a_duckdb_file(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--user" in r.stderr
 
 
+def test_a_command_takes_its_query_or_session_id_after_the_options(tmp_path: Path) -> None:
+    """``memories search --db X --user ada "query"`` (and ``sessions show --dir X id``)
+    used to fail with "unrecognized arguments": argparse fills positionals from
+    the words before the first option.  Extra words are still refused."""
+    from actormem.store import DuckDBStore, Namespace
+
+    db = tmp_path / "mem.duckdb"
+    with DuckDBStore(db) as store:
+        store.add(Namespace(user_id="ada"), "Ada prefers window seats on long flights")
+    r = run("memories", "search", "--db", str(db), "--user", "ada", "--json", "window seat")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["memory"]["content"].startswith("Ada prefers window")
+    r = run("memories", "search", "--db", str(db), "--user", "ada", "window", "seat")
+    assert r.returncode == 2 and "unrecognized arguments: window seat" in r.stderr
+    r = run("memories", "search", "--db", str(db), "--user", "ada", "--bogus")
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
+    with MemoryRuntime(session_dir=tmp_path) as rt:
+        rt.add(Msg.user("remember the milk"))
+        rt.save_session("s1")
+    shown = run("sessions", "show", "--dir", str(tmp_path), "s1")
+    assert shown.returncode == 0 and "remember the milk" in shown.stdout, shown.stderr
+
+
+def test_sessions_list_says_when_its_folder_is_not_a_folder(tmp_path: Path) -> None:
+    """``sessions list --dir`` naming a file or a FIFO said "no sessions"."""
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("not a folder")
+    r = run("sessions", "list", "--dir", str(fifo))
+    assert r.returncode == 2
+    assert (
+        r.stderr.strip()
+        == f"actormem: error: session folder {fifo} is a FIFO (named pipe), not a folder"
+    )
+    r = run("sessions", "list", "--dir", str(plain), "--json")
+    assert (
+        r.returncode == 2 and f"session folder {plain} is a regular file, not a folder" in r.stderr
+    )
+    r = run("sessions", "list", "--dir", str(tmp_path / "not-yet"), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == []  # a folder not created yet: none
+
+
 def test_memories_reembed_switches_a_store_to_the_bundled_embedder(tmp_path: Path) -> None:
     from actormem.models.embedders import HashEmbedder
     from actormem.store import DuckDBStore, Namespace

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,7 +28,7 @@ import msgspec
 import structlog
 
 from actormem._private import make_private_dirs
-from actormem._special_files import check_inside, read_regular
+from actormem._special_files import check_inside, describe_mode, read_regular
 from actormem.session._common import (
     DEFAULT_SESSIONS_DIR,
     DOC_DECODER,
@@ -169,9 +170,22 @@ class JsonSession:
         return True
 
     def list(self) -> list[SessionInfo]:
-        """The sessions in the folder, newest first."""
-        if not self.directory.is_dir():
+        """The sessions in the folder, newest first (none while the folder does not exist).
+
+        Raises:
+            SessionError: the path exists but is not a folder (a file, a FIFO, ...).
+        """
+        try:
+            mode = os.stat(self.directory).st_mode
+        except FileNotFoundError:
             return []
+        except OSError as exc:
+            raise SessionError(
+                f"session folder {self.directory}: cannot be read: {exc.strerror or exc}"
+            ) from None
+        if not stat.S_ISDIR(mode):
+            kind = "a regular file" if stat.S_ISREG(mode) else describe_mode(mode)
+            raise SessionError(f"session folder {self.directory} is {kind}, not a folder")
         out = []
         for p in self.directory.glob("*.json"):
             sid = p.name[: -len(".json")]

@@ -154,6 +154,12 @@ def write_export(
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)  # memories are private: never the umask's 0644
         os.replace(tmp, target)
+    except OSError as exc:
+        # The temporary file is how the export is written, not what was asked
+        # for: the error names the target (the temporary file is removed below).
+        detail = (exc.strerror or str(exc)).replace(str(tmp), str(target))
+        message = f"cannot write the export {target}: {detail}"
+        raise (OSError(exc.errno, message) if exc.errno else OSError(message)) from None
     finally:
         with suppress(FileNotFoundError):
             tmp.unlink()

@@ -76,6 +76,27 @@ def test_export_paths_are_validated(store: Any, ns: Namespace, tmp_path: Path) -
         store.import_(bad)
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
+def test_a_failed_export_names_its_target_not_its_temporary_file(
+    store: Any, ns: Namespace, tmp_path: Path, suffix: str
+) -> None:
+    """The export is written to a hidden temporary file and renamed into place;
+    when that fails (here a folder appears at the target while it is written),
+    the error names the file asked for and no temporary file is left."""
+    store.add(ns, "Ada has a cat")
+    out = tmp_path / f"out{suffix}"
+
+    def progress(done: int, total: int) -> None:
+        out.mkdir(exist_ok=True)  # someone else takes the name meanwhile
+
+    with pytest.raises(OSError) as caught:
+        store.export(ns, out, progress=progress)
+    message = str(caught.value)
+    assert f"cannot write the export {out}" in message
+    assert ".tmp" not in message and f".{out.name}." not in message
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out")) == []
+
+
 def test_jsonl_export_is_readable_json(store: Any, ns: Namespace, tmp_path: Path) -> None:
     store.add(ns, "line one", metadata={"k": "v"})
     out = tmp_path / "x.jsonl"
