@@ -84,6 +84,7 @@ JOURNAL_FIELDS: Final[Mapping[str, Span]] = {
 UI_FIELDS: Final[Mapping[str, Span]] = {
     "port": Span(0, 65_535, integer=True),
     "ring": Span(10, _COUNT, integer=True),
+    "read_timeout": Span(0.0, 3_600.0, lo_open=True, note="seconds, up to an hour"),
 }
 
 #: The numeric arguments of :class:`~actormem.agent.ReActAgent`.

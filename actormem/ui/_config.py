@@ -46,6 +46,10 @@ class UIConfig(msgspec.Struct, frozen=True, kw_only=True):
         port_fallback: Use a free port when ``port`` is taken.
         ring: How many recent events the live view keeps for its browsers
             (a browser further behind is told how many it missed).
+        read_timeout: Seconds a connection has to send each whole request
+            (headers and body) once it connects or its last response ends;
+            a client that sends part of a request and stalls is
+            disconnected then, so stalled clients cannot hold the server.
     """
 
     host: str = "127.0.0.1"
@@ -55,6 +59,7 @@ class UIConfig(msgspec.Struct, frozen=True, kw_only=True):
     memory_dir: str | None = None
     port_fallback: bool = False
     ring: int = 2000
+    read_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:

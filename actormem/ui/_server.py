@@ -4,7 +4,9 @@ The socket is bound and listening before the thread starts, so a taken port
 or a refused address is an error from :meth:`UIServer.start` itself, and a
 browser that connects at once is queued rather than refused.  Inside an agent
 the server's thread only reads: the live feed is an ordinary event-bus
-subscriber, and the store serves each reader thread its own cursor.
+subscriber, and the store serves each reader thread its own cursor.  Each
+request must arrive whole within ``UIConfig.read_timeout`` (see
+:mod:`actormem.ui._deadline`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from actormem.store import MemoryStore
 from actormem.ui._app import AppState, build_app
 from actormem.ui._config import UIConfig, UIError, is_loopback, resolve_token
 from actormem.ui._data import Explorer
+from actormem.ui._deadline import protocol_class
 from actormem.ui._live import LiveFeed
 
 if TYPE_CHECKING:
@@ -133,6 +136,7 @@ class UIServer:
         app = build_app(self._state)
         uv_config = uvicorn.Config(
             app,
+            http=protocol_class(self.config.read_timeout),  # stalled requests are cut off
             log_config=None,  # leave the application's logging alone
             log_level="warning",
             access_log=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,15 +154,44 @@ def test_a_wrong_token_of_any_characters_is_a_401_not_a_500(
         assert httpx.get(base, headers=bearer).status_code == 401
 
 
+def _connect(server: UIServer) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    # A guard against a server that never answers (the old code): the test fails
+    # instead of hanging.  Nothing here asserts on time.
+    sock.settimeout(120)
+    return sock
+
+
+def _read_to_close(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
 def test_an_oversized_edit_form_is_refused_without_reading_it_whole(
     store: tuple[DuckDBStore, dict[str, str]],
 ) -> None:
+    """The 413 comes before the body: a client announces 10 MB, sends a few
+    bytes and waits.  The old code read the body whole first, so it waited
+    for the rest (and answered nothing)."""
     s, ids = store
     mid = ids["Ada wants to visit Sintra on a day trip"]
     with _serve(s, allow_edits=True) as server:
         csrf = _csrf(httpx.get(f"{server.url}memory/{mid}?user=ada&agent=travel").text)
-        form = {"id": mid, "user": "ada", "agent": "travel", "csrf": csrf, "pad": "x" * 70_000}
-        assert httpx.post(f"{server.url}edit/pin", data=form).status_code == 413
+        with _connect(server) as sock:
+            sock.sendall(
+                b"POST /edit/pin HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: 10000000\r\n\r\n" + f"csrf={csrf}&id={mid}&pad=".encode()
+            )
+            head = b""
+            while b"\r\n" not in head:
+                chunk = sock.recv(4096)
+                assert chunk, f"closed without an answer after {head!r}"
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 413 ")
 
         def chunks() -> Iterator[bytes]:  # no Content-Length: the cap applies while reading
             yield f"csrf={csrf}&id={mid}&user=ada&agent=travel&pad=".encode()
@@ -175,6 +205,34 @@ def test_an_oversized_edit_form_is_refused_without_reading_it_whole(
         )
         assert r.status_code == 413
         assert "pinned" not in s.get(ADA, mid).tags  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "partial",
+    [
+        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow",  # headers cut short
+        b"",  # connects and sends nothing
+        b"POST /edit/pin HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # a body announced, half sent
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ncsrf=",
+    ],
+    ids=["half-headers", "nothing", "half-body"],
+)
+def test_a_client_that_stalls_mid_request_is_disconnected_and_others_are_served(
+    store: tuple[DuckDBStore, dict[str, str]], partial: bytes
+) -> None:
+    """Slowloris: a connection that sends part of a request and stalls is
+    closed once its read deadline passes (the old server kept it for good),
+    while other clients are served throughout."""
+    s, ids = store
+    with _serve(s, allow_edits=True, read_timeout=1.0) as server:
+        with _connect(server) as slow:
+            slow.sendall(partial)
+            assert httpx.get(f"{server.url}healthz").status_code == 200
+            answer = _read_to_close(slow)  # returns when the server closes it
+            assert b"pinned" not in answer
+        page = httpx.get(f"{server.url}memory/{ids['home']}?user=ada&agent=travel")
+        assert page.status_code == 200
+        assert "pinned" not in s.get(ADA, ids["home"]).tags  # type: ignore[union-attr]
 
 
 def test_a_token_is_required_then_kept_in_a_cookie(
