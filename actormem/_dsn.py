@@ -55,7 +55,7 @@ def redact_dsn(dsn: str) -> str:
     """
     if not dsn.startswith(DSN_PREFIXES):
         return without_password(dsn)
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+    from urllib.parse import parse_qsl, urlencode, urlsplit
 
     try:
         parts = urlsplit(dsn)
@@ -68,6 +68,9 @@ def redact_dsn(dsn: str) -> str:
             (k, "***" if k.strip().lower() in _SECRET_PARAMS else v)
             for k, v in parse_qsl(parts.query, keep_blank_values=True)
         ]
-        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="/*"), ""))
+        text = urlencode(query, safe="/*")
+        # Not urlunsplit: it drops an empty host ("postgresql:///db?host=/tmp"
+        # came back as "postgresql:/db?...", which libpq does not read).
+        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{text}" if text else "")
     except ValueError:
         return "postgresql://(unparsable URL)"

@@ -12,6 +12,9 @@ SQL.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlencode
+
+from actormem._dsn import redact_dsn
 
 __all__ = ["first_line", "is_lost", "redacted"]
 
@@ -23,21 +26,41 @@ def first_line(exc: BaseException) -> str:
 
 
 def redacted(dsn: str) -> str:
-    """``postgresql://user@host:port/db`` of a DSN, without the password or options."""
+    """A DSN of either spelling as a ``postgresql://`` URL fit for messages.
+
+    libpq's key/value words (``host=/tmp dbname=mem``) are rewritten as the
+    URL they mean; the secrets are then hidden by
+    :func:`actormem._dsn.redact_dsn`, the one implementation of that for
+    every message that quotes a DSN.  Parameters that are not secret
+    (``sslmode``, ``application_name``, ...) stay in the query.
+    """
     try:
         from psycopg.conninfo import conninfo_to_dict
 
-        params = conninfo_to_dict(dsn)
+        params = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
     except Exception:
         return "postgresql://(unparsable DSN)"
-    user = params.get("user")
-    host = params.get("host") or "localhost"
-    port = params.get("port")
-    db = params.get("dbname") or ""
-    auth = f"{user}@" if user else ""
-    if str(host).startswith("/"):  # a Unix socket folder
-        return f"postgresql://{auth}/{db}?host={host}{f'&port={port}' if port else ''}"
-    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+    return redact_dsn(_as_url(params))
+
+
+def _as_url(params: dict[str, str]) -> str:
+    """libpq parameters as a ``postgresql://`` URL (secrets included; redact it)."""
+    user = params.pop("user", "")
+    password = params.pop("password", "")
+    host = params.pop("host", "")
+    port = params.pop("port", "")
+    db = params.pop("dbname", "")
+    if host.startswith("/") or "," in host or "," in port:
+        # A Unix socket folder or several hosts: libpq takes them from the query.
+        params = {"host": host, **({"port": port} if port else {}), **params}
+        host = port = ""
+    if ":" in host:
+        host = f"[{host}]"
+    auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "")
+    netloc = f"{auth}@" if auth else ""
+    netloc += host + (f":{port}" if port else "")
+    query = urlencode(params, safe="/")
+    return f"postgresql://{netloc}/{quote(db, safe='')}" + (f"?{query}" if query else "")
 
 
 def is_lost(pg: Any, exc: BaseException, conn: Any = None) -> bool:

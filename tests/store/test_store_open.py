@@ -52,6 +52,33 @@ def test_the_label_of_a_url_drops_its_password() -> None:
     assert store_label("host=db sslpassword=k3y dbname=mem") == "host=db sslpassword=*** dbname=mem"
 
 
+def test_the_url_the_postgres_store_and_sessions_quote_hides_every_secret() -> None:
+    """``PostgresStore.url`` / ``PostgresSession.url`` (in their messages,
+    reprs and session locations) are the DSN as a URL, its secrets hidden by
+    the same function as the store label: key/value words included, the
+    non-secret parameters kept (they used to be dropped)."""
+    pytest.importorskip("psycopg")
+    from actormem._dsn import redact_dsn
+    from actormem.store._pg_conn import redacted
+
+    assert redacted("host=/tmp/pg port=5433 dbname=mem user=app password='s3 cret'") == (
+        "postgresql://app@/mem?host=/tmp/pg&port=5433"
+    )
+    label = redacted("host=db.example user=ada sslpassword=k3y dbname=mem sslmode=require")
+    base, query = label.split("?")
+    assert base == "postgresql://ada@db.example/mem"
+    assert sorted(query.split("&")) == ["sslmode=require", "sslpassword=***"]
+    url = "postgresql://ada:s3cret@[::1]:5433/mem?sslmode=require&password=again"
+    assert redacted(url) == "postgresql://ada@[::1]:5433/mem?sslmode=require"
+    assert redact_dsn(url) == "postgresql://ada@[::1]:5433/mem?sslmode=require&password=***"
+    assert redacted("dbname=mem") == "postgresql:///mem"
+    assert redacted("nonsense=1") == "postgresql://(unparsable DSN)"
+    # An empty host stays a URL libpq reads (urlunsplit made it "postgresql:/mem").
+    assert redact_dsn("postgresql:///mem?host=/tmp&password=x") == (
+        "postgresql:///mem?host=/tmp&password=***"
+    )
+
+
 @pytest.mark.parametrize("missing", ["psycopg", "pgvector"])
 def test_a_url_without_the_postgres_extra_says_what_to_install(
     tmp_path: Path, missing: str
