@@ -627,6 +627,12 @@ class DuckDBStore(
         """This thread's read cursor (acknowledged writes applied to DuckDB first)."""
         self._check_open()
         self._drain_locked()
+        return self._cursor()
+
+    def _cursor(self) -> Any:
+        """This thread's read cursor as it is: DuckDB lacks the writes still pending
+        in the store's log (a read that looks at them itself, see ``last_ops``)."""
+        self._check_open()
         cur = getattr(self._local, "cursor", None)
         if cur is None:
             cur = self._con.cursor()

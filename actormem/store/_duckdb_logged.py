@@ -54,8 +54,8 @@ from actormem.store._duckdb_rows import (
 )
 from actormem.store._duckdb_sql import lit
 from actormem.store._index import MemoryIndex
-from actormem.store._records import Batch
-from actormem.store._types import InvalidMemoryError, MemoryRecord, StoreError
+from actormem.store._records import Batch, us
+from actormem.store._types import InvalidMemoryError, MemoryRecord, Namespace, StoreError
 from actormem.store._wire import WireError, WireWrite, encode_write, literal_safe, wire_write
 
 __all__ = ["APPLY_DELAY", "APPLY_MAX", "DuckDBLogged", "Logged"]
@@ -365,6 +365,28 @@ class DuckDBLogged:
             return
         with self._logged_lock:  # not while close() closes the log
             self._acklog.settle()
+
+    def _pending_ops(self, scope: Namespace, ids: set[str]) -> dict[str, tuple[int, str]]:
+        """The last history row of each of ``ids`` (in ``scope``) among the pending records.
+
+        ``{memory_id: (microseconds, op)}``.  Applied, a record's history rows
+        come after every row DuckDB holds (the history's ``rowid`` order), with
+        the record's clock as their time -- what :meth:`last_ops` weighs them by.
+        Reads the records kept in memory: no DuckDB call, no drain.
+        """
+        with self._logged_lock:
+            writes = [e.write for e in self._logged if e.write is not None and e.write.history]
+        fields = list(scope.items())
+        out: dict[str, tuple[int, str]] = {}
+        for w in writes:
+            when = us(w.now)
+            for h in w.history:
+                if h.memory_id not in ids or any(getattr(h, k) != v for k, v in fields):
+                    continue
+                last = out.get(h.memory_id)
+                if last is None or when >= last[0]:  # ties: the later row (a higher rowid)
+                    out[h.memory_id] = (when, h.op)
+        return out
 
     def _drain_locked(self) -> None:
         """Apply pending records before a read of DuckDB.

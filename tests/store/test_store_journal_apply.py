@@ -128,6 +128,48 @@ def test_last_ops_is_the_last_history_operation_of_each_memory(tmp_path: Path) -
         store.close()
 
 
+def test_last_ops_reads_pending_writes_without_applying_them(tmp_path: Path) -> None:
+    """The daily journal's history read after each recorded batch used to apply the
+    store's pending writes first (a DuckDB commit on the journal's thread, a fifth
+    of a journaled turn's CPU).  It reads their history rows from the log's records
+    in memory instead, and answers what the history says once they are applied."""
+    store = _open(tmp_path / "pending.duckdb")
+    try:
+        added = store.add(NS, "the user likes green tea").id
+        updated = store.add(NS, "the user lives in Porto").id
+        deleted = store.add(NS, "the user has a cat").id
+        store.update(NS, updated, importance=0.9)
+        store.journal_state(NS)  # a read: DuckDB holds everything so far
+        assert not store._logged
+        answers: dict[str, dict[str, str]] = {}
+        with store._apply_lock:  # the applier waits: what follows stays pending
+            store.update(NS, updated, content="the user lives in Lisbon")
+            store.delete(NS, deleted, reason="wrong")
+            fresh = store.add(NS, "the user rides trains").id
+            elsewhere = store.add(OTHER, "another agent's memory").id
+            pending = len(store._logged)
+            assert pending >= 4
+            ids = [added, updated, deleted, fresh, elsewhere, "no-such-id"]
+
+            def read() -> None:
+                answers["agent"] = store.last_ops(NS, ids)
+                answers["user"] = store.last_ops(Namespace(user_id="ada"), ids)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            reader.join(timeout=60)
+            assert not reader.is_alive(), "last_ops waited to apply the pending writes"
+            assert len(store._logged) == pending  # nothing was applied by the read
+        for scope, key in ((NS, "agent"), (Namespace(user_id="ada"), "user")):
+            expected = {mid: h[-1].op for mid in ids if (h := store.history(scope, mid))}
+            assert answers[key] == expected
+        assert answers["agent"][updated] == "UPDATE" and answers["agent"][deleted] == "DELETE"
+        assert answers["agent"][fresh] == "ADD" and elsewhere not in answers["agent"]
+        assert answers["user"][elsewhere] == "ADD"
+    finally:
+        store.close()
+
+
 def test_an_unsynced_journal_write_survives_a_killed_process(tmp_path: Path) -> None:
     """``sync=False`` returns once the record is written: SIGKILL right after loses nothing."""
     path = tmp_path / "kill.duckdb"
