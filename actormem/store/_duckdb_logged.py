@@ -69,9 +69,15 @@ APPLY_DELAY: Final = 0.2
 #: Pending records beyond which a write applies them itself (memory and replay bound).
 APPLY_MAX: Final = 2048
 #: Batches with more inserts are committed directly (a group commit of 32
-#: threads holds 16-32; formatting a row's literals costs ~30 us, DuckDB's
-#: parse of them at replay ~0.5 ms, while the applier writes many through Arrow).
-LOG_INSERTS: Final = 64
+#: threads holds 16-32; the recorder's batch of 0.2 s of turns, an episode and
+#: a fact or two per turn, holds 20-150).  A direct commit runs under the
+#: writer lock -- the pending records applied first, then a DuckDB transaction
+#: and its WAL sync, 20-80 ms -- and every write meanwhile waits for it: an
+#: agent's journaled turn, whose NOW update and reply are store writes too.
+#: DuckDB's parse of a record's rows at replay costs ~0.5 ms each, but what
+#: replay can meet is bounded by :data:`LOG_MAX` whatever the record size, and
+#: the applier writes many rows through Arrow.
+LOG_INSERTS: Final = 256
 #: Log size (bytes) beyond which a write applies every record and cuts the log.
 LOG_MAX: Final = 16 * 1024 * 1024
 
