@@ -69,7 +69,7 @@ import structlog
 
 from actormem.store._pg_ann import scope_text
 from actormem.store._pg_cache_index import LOAD_COLUMNS, FirstStage, ScopeIndex
-from actormem.store._pg_feed import TRIMMED_KEY, snapshot_xmin
+from actormem.store._pg_feed import TRIMMED_KEY, snapshot_unseen, snapshot_xmin
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, read_snapshot, scope_sql
 from actormem.store._pg_search import Candidates
 from actormem.store._types import Namespace, SearchFilters
@@ -86,15 +86,30 @@ Reader = Callable[[str, Callable[[Any], Any]], Any]
 _ATTEMPTS: Final = 3
 _SELECT_M: Final = ", ".join("m." + c.strip() for c in PG_SELECT.split(","))
 _N_SELECT: Final = len(PG_SELECT.split(","))
+#: Columns of a search statement's row before the candidate's (snapshot, changed, ...).
+_HEAD: Final = 4
 
 
 def _changed_sql(table: str, columns: str = "user_id, agent_id, run_id, session_id") -> str:
-    """``columns`` of the rows of ``table`` written by a transaction the snapshot ``%s``
-    did not see (it is passed as its xmin, then itself).  Planned alone (the callers
-    materialize it), so it is the range scan of the ``chg`` index, never the scope's."""
+    """``columns`` of the rows of ``table`` whose stamp a snapshot did not see (passed as
+    its xmax, its in-progress list, then itself: :func:`snapshot_unseen`).  Planned
+    alone (the callers materialize it), so it is two index conditions on ``chg`` --
+    the rows written since the snapshot and those of the transactions it saw in
+    progress -- never a scan of the scope, nor of everything written since an old
+    transaction that is still open."""
     return (
-        f"SELECT {columns} FROM {table} WHERE chg >= %s::xid8 "
+        f"SELECT {columns} FROM {table} WHERE (chg >= %s::xid8 OR chg = ANY(%s::xid8[])) "
         "AND NOT pg_visible_in_snapshot(chg, %s::pg_snapshot)"
+    )
+
+
+def _feed_sql(table: str) -> str:
+    """The rows of ``table`` a search's check reads: those stamped at or past a snapshot's
+    xmax or by one of its in-progress transactions (``%s`` twice:
+    :func:`snapshot_unseen`), with their stamp and namespace."""
+    return (
+        f"SELECT chg, user_id, agent_id, run_id, session_id FROM {table} "
+        "WHERE chg >= %s::xid8 OR chg = ANY(%s::xid8[])"
     )
 
 
@@ -119,6 +134,10 @@ class SearchCache:
         #: Searches answered from a copy, and copies loaded (tests and benchmarks read them).
         self.hits = 0
         self.loads = 0
+        #: Feed rows (``memories`` and ``memory_gone``) the searches' checks read: the
+        #: rows written since each copy's snapshot and those of the transactions it saw
+        #: in progress -- never every row written while an old transaction stays open.
+        self.feed_rows = 0
 
     # -- process and lifecycle --------------------------------------------------------
 
@@ -260,7 +279,7 @@ class SearchCache:
             where, params = scope_sql(entry.scope)
 
             def read(conn: Any) -> tuple[str, str | None, list[Any], list[str]]:
-                prev = (str(entry.xmin), entry.snapshot)
+                prev = (*snapshot_unseen(entry.snapshot), entry.snapshot)
                 with read_snapshot(conn):
                     snap, trimmed = conn.execute(
                         "SELECT pg_current_snapshot()::text, "
@@ -339,22 +358,31 @@ class SearchCache:
                     b=b,
                     df_terms=df_terms,
                 )
+            # c, g: the feed rows the two index conditions read (counted: ``feed_rows``);
+            # the copy missed those its snapshot did not see (all of them, by the
+            # conditions; the visibility test says so again)
             sql = (
-                f"WITH c AS MATERIALIZED ({_changed_sql('memories')}), "
-                f"g AS MATERIALIZED ({_changed_sql('memory_gone')}), "
+                f"WITH c AS MATERIALIZED ({_feed_sql('memories')}), "
+                f"g AS MATERIALIZED ({_feed_sql('memory_gone')}), "
                 "z AS MATERIALIZED (SELECT pg_current_snapshot()::text AS snap, "
-                f"(EXISTS (SELECT 1 FROM c WHERE {cw}) OR EXISTS (SELECT 1 FROM g WHERE {gw})) "
-                "AS changed, (SELECT value FROM store_meta WHERE key = %s) AS trimmed) "
-                f"SELECT z.snap, z.changed, z.trimmed, {_SELECT_M}, "
+                "(EXISTS (SELECT 1 FROM c WHERE NOT pg_visible_in_snapshot(c.chg, "
+                f"%s::pg_snapshot) AND {cw}) OR EXISTS (SELECT 1 FROM g WHERE NOT "
+                f"pg_visible_in_snapshot(g.chg, %s::pg_snapshot) AND {gw})) "
+                "AS changed, (SELECT value FROM store_meta WHERE key = %s) AS trimmed, "
+                "(SELECT count(*) FROM c) + (SELECT count(*) FROM g) AS feed) "
+                f"SELECT z.snap, z.changed, z.trimmed, z.feed, {_SELECT_M}, "
                 + ("1 - (m.embedding <=> %s) " if vec_on else "0.0::float8 ")
                 + f"FROM z LEFT JOIN memories m ON m.id = ANY(%s::text[]) AND {where} "
                 f"AND m.deleted_at IS NULL AND m.superseded_by IS NULL"
             )
-            args: list[Any] = [str(xmin), seen, str(xmin), seen, *cparams, *gparams, TRIMMED_KEY]
+            xmax, xip = snapshot_unseen(seen)
+            args: list[Any] = [xmax, xip, xmax, xip, seen, *cparams, seen, *gparams]
+            args.append(TRIMMED_KEY)
             if vec_on:
                 args.append(qvec)
             args += [stage.ids, *params]
             got = self._read("search", _fetch(sql, args))
+            self.feed_rows += int(got[0][3])
             trimmed = got[0][2]
             if trimmed is not None and int(trimmed) >= xmin:
                 self._drop(entry)
@@ -365,7 +393,7 @@ class SearchCache:
                 continue
             if context and stage.episodes > 0:  # the SQL statement's blend (module doc)
                 return None
-            found = [r for r in got if r[3] is not None]
+            found = [r for r in got if r[_HEAD] is not None]
             if len(found) != len(stage.ids):  # cannot be with an exact copy: say so
                 log.warning(
                     "store.cache_mismatch",
@@ -387,7 +415,12 @@ class SearchCache:
             out.kw_rank = stage.kw_rank
             bm25 = stage.bm25
             out.rows = [
-                (*r[3 : 3 + _N_SELECT], bm25.get(r[3], 0.0), float(r[3 + _N_SELECT])) for r in found
+                (
+                    *r[_HEAD : _HEAD + _N_SELECT],
+                    bm25.get(r[_HEAD], 0.0),
+                    float(r[_HEAD + _N_SELECT]),
+                )
+                for r in found
             ]
             self.hits += 1
             return out

@@ -7,7 +7,12 @@ that wrote it (``memories.chg``, an ``xid8``), and records hard deletes in
 copied, the *snapshot* (``pg_current_snapshot()``) its copy is exact for;
 the rows it is missing are exactly those whose stamp that snapshot did not
 see and its next statement's snapshot does (``NOT pg_visible_in_snapshot(chg,
-old)``), read with an index range ``chg >= xmin(old)``.
+old)``), read with two index conditions: the range ``chg >= xmax(old)`` and
+the old snapshot's in-progress stamps (:func:`snapshot_unseen`).  (Until
+schema v10's first revision the range started at ``xmin(old)``: one
+idle-in-transaction session anywhere pinned ``xmin``, and every check then
+read every row written since -- 20k writes took a cached keyword search from
+2.7 to 17.3 ms.)
 
 Why transaction ids and not a sequence: sequence values (and commit
 timestamps) are handed out before commit, so a reader that has seen stamp
@@ -53,6 +58,7 @@ __all__ = [
     "GONE_KEEP_SECONDS",
     "TRIMMED_KEY",
     "add_change_feed",
+    "snapshot_unseen",
     "snapshot_xmin",
     "trim_gone",
 ]
@@ -149,6 +155,22 @@ def add_change_feed(conn: Any, dim: int) -> None:
 def snapshot_xmin(snapshot: str) -> int:
     """The ``xmin`` of a ``pg_snapshot`` in its text form ``xmin:xmax:xip,...``."""
     return int(snapshot.split(":", 1)[0])
+
+
+def snapshot_unseen(snapshot: str) -> tuple[str, str]:
+    """``(xmax, '{xip,...}')`` of a ``pg_snapshot`` text: the stamps the snapshot did not see.
+
+    A stamp below ``xmin`` is seen (committed or aborted); one at or past
+    ``xmax`` is not; one between is not seen exactly when it is in the
+    in-progress list ``xip``.  So ``chg >= xmax OR chg = ANY(xip)`` is
+    ``NOT pg_visible_in_snapshot(chg, snapshot)`` written as two index
+    conditions: a reader's check reads the rows written since its snapshot
+    and those of the transactions it saw in progress, never every row written
+    since ``xmin`` -- which an idle-in-transaction session anywhere holds
+    back for as long as it stays open.
+    """
+    _, xmax, xip = snapshot.split(":")
+    return xmax, "{" + xip + "}"
 
 
 def trim_gone(conn: Any, older_than: float) -> int:
