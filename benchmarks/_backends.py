@@ -27,8 +27,9 @@ vectors and queries:
   search checked against the database's change feed; ``sql_hybrid_all`` /
   ``sql_hybrid_tenant`` are the same searches by a store without the cache
   (the SQL path, same minutes).  ``cold``: a fresh store's first search
-  (answered by SQL while the copy loads), the seconds until the background
-  load of the scope of all N is done, and the process's resident memory
+  (answered by SQL; a scope's second search starts the copy's load), the
+  seconds from the first search until the background load of the scope of
+  all N is done, and the process's resident memory
   grown by that load per 100k rows held.  Client processes load the 100
   tenants' copies before they start (their steady state).
 """
@@ -210,7 +211,7 @@ def _sql_and_cold(
     everyone, tenant = Namespace(agent_id="bench"), Namespace(user_id="u7")
     res: dict[str, Any] = {}
     sql: Any = open_store(
-        target, embedder=lookup, near_duplicate_threshold=None, search_cache_rows=None
+        target, embedder=lookup, near_duplicate_threshold=None, search_cache_bytes=None
     )
     try:
         res["sql_hybrid_all"] = _latency(
@@ -223,8 +224,9 @@ def _sql_and_cold(
         sql.close()
     rss = _rss_mb()
     t0 = time.perf_counter()
-    store.search(queries[0], everyone, 10)  # cold: SQL, and the copy starts loading
+    store.search(queries[0], everyone, 10)  # cold: SQL
     first_ms = (time.perf_counter() - t0) * 1000
+    store.search(queries[1], everyone, 10)  # searched again: the copy starts loading
     while not store._cache.held(everyone):  # the background load (benchmark: polled)
         time.sleep(0.02)
     load_s = time.perf_counter() - t0

@@ -134,7 +134,7 @@ STORE_SETTINGS: Final[Mapping[str, Span]] = {
     "pool_size": Span(1, 1000, integer=True),
     "connect_timeout": Span(1.0, 3600.0),
     "hnsw_min_rows": Span(1, 10**12, integer=True, optional=True),
-    "search_cache_rows": Span(1, 10**12, integer=True, optional=True),
+    "search_cache_bytes": Span(1, 2**50, integer=True, optional=True),
 }
 
 #: The numeric arguments of the maintenance operations, as ``operation.argument``.

@@ -59,6 +59,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -84,10 +85,29 @@ Reader = Callable[[str, Callable[[Any], Any]], Any]
 
 #: Times a search catches up and runs again before it goes the SQL way.
 _ATTEMPTS: Final = 3
+#: Searches the SQL way before a scope's copy is loaded into room the budget has free,
+#: and at least before one that would drop other copies is (:meth:`SearchCache.consider`).
+_ADMIT_FREE: Final = 2
+_ADMIT_EVICT: Final = 8
+#: Scopes whose demand is remembered (the least recently searched forgotten first).
+_DEMAND_KEPT: Final = 4096
+#: Seconds a row's load is expected to take before this process measured one (about 3x
+#: an idle machine's, measured at 256 dimensions).
+_LOAD_S_PER_ROW: Final = 1e-4
+#: Bytes a row's copy takes beside its float32 vector, before one was measured.
+_GUESS_ROW_BYTES: Final = 1024
+#: Rows a load reads per fetch from its server-side cursor.
+_LOAD_CHUNK: Final = 2048
 _SELECT_M: Final = ", ".join("m." + c.strip() for c in PG_SELECT.split(","))
 _N_SELECT: Final = len(PG_SELECT.split(","))
 #: Columns of a search statement's row before the candidate's (snapshot, changed, ...).
-_HEAD: Final = 4
+_HEAD: Final = 5
+#: What a hand-written ``TRUNCATE`` (or ``VACUUM FULL``, ``CLUSTER``, a rewriting ``ALTER``)
+#: changes and no row stamp records: the tables' storage files.  A copy remembers it
+#: from its load; a search that reads another is answered by SQL and the copy dropped.
+_EPOCH: Final = (
+    "pg_relation_filenode('memories')::text || '/' || pg_relation_filenode('memory_gone')::text"
+)
 
 
 def _changed_sql(table: str, columns: str = "user_id, agent_id, run_id, session_id") -> str:
@@ -117,23 +137,41 @@ def _fetch(sql: str, args: list[Any]) -> Callable[[Any], list[Any]]:
     return lambda conn: list(conn.execute(sql, args).fetchall())
 
 
+class _Demand:
+    """Searches of a scope not held, answered the SQL way, since it was last loaded."""
+
+    __slots__ = ("searches", "sql_s")
+
+    def __init__(self) -> None:
+        self.searches = 0
+        self.sql_s = 0.0
+
+
 class SearchCache:
     """The copies of one store in one process (module docstring)."""
 
-    def __init__(self, read: Reader, dim: Callable[[], int], budget_rows: int) -> None:
+    def __init__(self, read: Reader, dim: Callable[[], int], budget_bytes: int) -> None:
         self._read = read
         self._dim = dim
-        self.budget_rows = budget_rows
+        self.budget_bytes = budget_bytes
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, ScopeIndex] = OrderedDict()
-        self._loading: set[str] = set()
+        self._loading: dict[str, int] = {}  # scope -> bytes expected
+        self._demand: OrderedDict[str, _Demand] = OrderedDict()
         self._queue: queue.SimpleQueue[Namespace | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._row_bytes = 0.0  # measured bytes per row of the last copy loaded or held
         #: Searches answered from a copy, and copies loaded (tests and benchmarks read them).
         self.hits = 0
         self.loads = 0
+        #: Seconds the loads took and rows they read (the admission's cost of a load).
+        self.load_seconds = 0.0
+        self.load_rows = 0
+        #: Copies dropped to make room or because they outgrew the budget alone.
+        self.evictions = 0
+        self.over_budget = 0
         #: Feed rows (``memories`` and ``memory_gone``) the searches' checks read: the
         #: rows written since each copy's snapshot and those of the transactions it saw
         #: in progress -- never every row written while an old transaction stays open.
@@ -146,7 +184,8 @@ class SearchCache:
             self._pid = os.getpid()
             self._lock = threading.Lock()
             self._entries = OrderedDict()
-            self._loading = set()
+            self._loading = {}
+            self._demand = OrderedDict()
             self._queue = queue.SimpleQueue()
             self._thread = None
 
@@ -170,22 +209,97 @@ class SearchCache:
         """Rows held by all copies."""
         return sum(e.rows for e in list(self._entries.values()))
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by all copies (:meth:`ScopeIndex.nbytes`): what the budget bounds."""
+        return sum(e.nbytes() for e in list(self._entries.values()))
+
     def held(self, scope: Namespace) -> bool:
         """Whether a copy of ``scope`` is held."""
         return scope_text(scope) in self._entries
 
+    # -- budget -----------------------------------------------------------------------
+
+    def _bytes_per_row(self) -> float | None:
+        """Bytes a row takes in a copy: measured on the copies held, else on the last one
+        loaded (or given up as too big); ``None`` before this process measured one."""
+        held = list(self._entries.values())
+        rows = sum(e.rows for e in held)
+        if rows:
+            self._row_bytes = sum(e.nbytes() for e in held) / rows
+        return self._row_bytes if self._row_bytes > 0 else None
+
+    def _fit(self, keep: ScopeIndex | None) -> bool:
+        """With :attr:`_lock` held: drop the least recently searched copies (not ``keep``)
+        until all fit the budget, then ``keep`` itself if it alone does not; returns
+        whether ``keep`` is still held."""
+        sizes = {key: e.nbytes() for key, e in self._entries.items()}
+        total = sum(sizes.values())
+        for key in list(self._entries):
+            if total <= self.budget_bytes:
+                break
+            old = self._entries[key]
+            if old is keep:
+                continue
+            del self._entries[key]
+            total -= sizes[key]
+            self.evictions += 1
+            log.info("store.cache_evicted", scope=str(old.scope), bytes=sizes[key])
+        if keep is None:
+            return False
+        key = scope_text(keep.scope)
+        if total > self.budget_bytes and self._entries.get(key) is keep:
+            del self._entries[key]
+            self.over_budget += 1
+            log.info(
+                "store.cache_over_budget",
+                scope=str(keep.scope),
+                bytes=sizes.get(key, keep.nbytes()),
+                budget=self.budget_bytes,
+            )
+        return self._entries.get(key) is keep
+
     # -- loading ----------------------------------------------------------------------
 
-    def consider(self, scope: Namespace, n_docs: int) -> None:
-        """After a search the SQL way: load ``scope`` in the background if it fits."""
+    def consider(self, scope: Namespace, n_docs: int, sql_seconds: float) -> None:
+        """After a search of ``scope`` (``n_docs`` live rows) went the SQL way in
+        ``sql_seconds``: load its copy in the background once the demand pays for it.
+
+        Into room the budget has free, a copy is loaded on the scope's second such
+        search.  A copy that would drop others is loaded only after
+        :data:`_ADMIT_EVICT` searches *and* once those searches took as long as its
+        load is expected to take (this process's measured seconds per row loaded):
+        the loads never cost more than the SQL searches spent waiting for them, so
+        two scopes that do not fit together cannot reload each other on every
+        search.  A scope larger than the whole budget is never loaded.
+        """
         self._check_pid()
-        if self._closed or n_docs > self.budget_rows or n_docs == 0:
+        if self._closed or n_docs == 0:
             return
         key = scope_text(scope)
         with self._lock:
             if key in self._entries or key in self._loading:
                 return
-            self._loading.add(key)
+            per_row = self._bytes_per_row()
+            # before any copy was measured, the load itself finds out whether it fits
+            expect = int(n_docs * (per_row or 4.0 * self._dim() + _GUESS_ROW_BYTES))
+            if per_row is not None and expect > self.budget_bytes:
+                return
+            demand = self._demand.pop(key, None) or _Demand()
+            demand.searches += 1
+            demand.sql_s += sql_seconds
+            free = self.budget_bytes - self.nbytes - sum(self._loading.values())
+            if expect <= free or per_row is None:
+                admit = demand.searches >= _ADMIT_FREE
+            else:
+                secs = self.load_seconds / self.load_rows if self.load_rows else _LOAD_S_PER_ROW
+                admit = demand.searches >= _ADMIT_EVICT and demand.sql_s >= n_docs * secs
+            if not admit:
+                self._demand[key] = demand
+                while len(self._demand) > _DEMAND_KEPT:
+                    self._demand.popitem(last=False)
+                return
+            self._loading[key] = expect
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loader, name="actormem-store-cache", daemon=True
@@ -204,51 +318,61 @@ class SearchCache:
                 log.warning("store.cache_load_failed", scope=str(scope), error=str(exc))
             finally:
                 with self._lock:
-                    self._loading.discard(scope_text(scope))
+                    self._loading.pop(scope_text(scope), None)
 
     def warm(self, scope: Namespace) -> ScopeIndex | None:
-        """Load the copy of ``scope`` now (replacing a held one); ``None`` when it is larger
-        than the budget."""
+        """Load the copy of ``scope`` now (replacing a held one; the least recently
+        searched copies make room); ``None`` when it alone is larger than the budget
+        (the load stops as soon as it is)."""
         self._check_pid()
         dim = self._dim()
+        budget = self.budget_bytes
 
-        def load(conn: Any) -> ScopeIndex | None:
+        def load(conn: Any) -> ScopeIndex:
             where, params = scope_sql(scope)
             with read_snapshot(conn):
-                snap = str(conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0])
-                n = conn.execute(
-                    f"SELECT count(*) FROM memories WHERE {where} AND {PG_LIVE}", params
-                ).fetchone()[0]
-                if int(n) > self.budget_rows:
-                    return None
-                entry = ScopeIndex(scope, dim, snap, snapshot_xmin(snap))
-                cur = conn.cursor(binary=True)
-                cur.execute(
-                    f"SELECT {LOAD_COLUMNS} FROM memories WHERE {where} AND {PG_LIVE}", params
-                )
-                while True:
-                    chunk = cur.fetchmany(8192)
-                    if not chunk:
-                        break
-                    entry.apply(chunk)
+                snap, epoch = conn.execute(
+                    f"SELECT pg_current_snapshot()::text, {_EPOCH}"
+                ).fetchone()
+                entry = ScopeIndex(scope, dim, str(snap), snapshot_xmin(str(snap)))
+                entry.epoch = str(epoch)
+                # a server-side cursor: the client holds one chunk of rows at a time,
+                # never the whole result (it was the peak of a load's memory)
+                with conn.cursor(name="actormem_cache_load", binary=True) as cur:
+                    cur.execute(
+                        f"SELECT {LOAD_COLUMNS} FROM memories WHERE {where} AND {PG_LIVE}",
+                        params,
+                    )
+                    while True:
+                        chunk = cur.fetchmany(_LOAD_CHUNK)
+                        if not chunk:
+                            break
+                        entry.apply(chunk)
+                        if entry.nbytes() > budget:
+                            break
+                entry.measure()
                 return entry
 
-        entry: ScopeIndex | None = self._read("search cache load", load)
-        if entry is None:
-            return None
+        t0 = time.perf_counter()
+        entry: ScopeIndex = self._read("search cache load", load)
+        seconds = time.perf_counter() - t0
         key = scope_text(scope)
         with self._lock:
+            if entry.nbytes() > budget:  # given up part way: too big alone
+                self._row_bytes = entry.nbytes() / max(1, entry.rows)
+                log.info("store.cache_too_big", scope=str(scope), budget=budget)
+                return None
             self._entries.pop(key, None)
-            # the least recently searched copies make room
-            while self._entries and self.rows + entry.rows > self.budget_rows:
-                _, old = self._entries.popitem(last=False)
-                log.info("store.cache_evicted", scope=str(old.scope), rows=old.rows)
             self._entries[key] = entry
+            self._demand.pop(key, None)
             self.loads += 1
-        log.info("store.cache_loaded", scope=str(scope), rows=entry.live)
+            self.load_seconds += seconds
+            self.load_rows += entry.rows
+            self._row_bytes = entry.nbytes() / max(1, entry.rows)
+            if not self._fit(entry):
+                return None
+        log.info("store.cache_loaded", scope=str(scope), rows=entry.live, bytes=entry.nbytes())
         return entry
-
-    # -- searching --------------------------------------------------------------------
 
     def entry(self, scope: Namespace) -> ScopeIndex | None:
         """The held copy of ``scope`` (marked as recently searched), or ``None``."""
@@ -270,6 +394,8 @@ class SearchCache:
             if self._entries.get(key) is entry:
                 del self._entries[key]
 
+    # -- searching --------------------------------------------------------------------
+
     def _catch_up(self, entry: ScopeIndex, seen: str) -> bool:
         """Bring ``entry`` from the snapshot ``seen`` to a current one; ``False`` when it
         is older than the feed (dropped)."""
@@ -278,12 +404,12 @@ class SearchCache:
                 return True
             where, params = scope_sql(entry.scope)
 
-            def read(conn: Any) -> tuple[str, str | None, list[Any], list[str]]:
+            def read(conn: Any) -> tuple[str, str | None, list[Any], list[str], str]:
                 prev = (*snapshot_unseen(entry.snapshot), entry.snapshot)
                 with read_snapshot(conn):
-                    snap, trimmed = conn.execute(
+                    snap, trimmed, epoch = conn.execute(
                         "SELECT pg_current_snapshot()::text, "
-                        "(SELECT value FROM store_meta WHERE key = %s)",
+                        f"(SELECT value FROM store_meta WHERE key = %s), {_EPOCH}",
                         (TRIMMED_KEY,),
                     ).fetchone()
                     gone = [
@@ -301,10 +427,10 @@ class SearchCache:
                         (*prev, *params),
                     )
                     rows = cur.fetchall()
-                return str(snap), trimmed, rows, gone
+                return str(snap), trimmed, rows, gone, str(epoch)
 
-            snap, trimmed, rows, gone = self._read("search cache catch-up", read)
-            if trimmed is not None and int(trimmed) >= entry.xmin:
+            snap, trimmed, rows, gone, epoch = self._read("search cache catch-up", read)
+            if (trimmed is not None and int(trimmed) >= entry.xmin) or epoch != entry.epoch:
                 self._drop(entry)
                 return False
             if entry.dim != self._dim():
@@ -319,6 +445,9 @@ class SearchCache:
                 return False
             entry.snapshot = snap
             entry.xmin = snapshot_xmin(snap)
+            if rows:  # the copy grew: the budget holds while scopes grow, not only at load
+                with self._lock:
+                    return self._fit(entry)
             return True
 
     def candidates(
@@ -369,8 +498,8 @@ class SearchCache:
                 f"%s::pg_snapshot) AND {cw}) OR EXISTS (SELECT 1 FROM g WHERE NOT "
                 f"pg_visible_in_snapshot(g.chg, %s::pg_snapshot) AND {gw})) "
                 "AS changed, (SELECT value FROM store_meta WHERE key = %s) AS trimmed, "
-                "(SELECT count(*) FROM c) + (SELECT count(*) FROM g) AS feed) "
-                f"SELECT z.snap, z.changed, z.trimmed, z.feed, {_SELECT_M}, "
+                f"(SELECT count(*) FROM c) + (SELECT count(*) FROM g) AS feed, {_EPOCH} AS epoch) "
+                f"SELECT z.snap, z.changed, z.trimmed, z.feed, z.epoch, {_SELECT_M}, "
                 + ("1 - (m.embedding <=> %s) " if vec_on else "0.0::float8 ")
                 + f"FROM z LEFT JOIN memories m ON m.id = ANY(%s::text[]) AND {where} "
                 f"AND m.deleted_at IS NULL AND m.superseded_by IS NULL"
@@ -384,7 +513,9 @@ class SearchCache:
             got = self._read("search", _fetch(sql, args))
             self.feed_rows += int(got[0][3])
             trimmed = got[0][2]
-            if trimmed is not None and int(trimmed) >= xmin:
+            if (trimmed is not None and int(trimmed) >= xmin) or got[0][4] != entry.epoch:
+                if got[0][4] != entry.epoch:
+                    log.warning("store.cache_table_rewritten", scope=str(scope))
                 self._drop(entry)
                 return None
             if got[0][1]:  # something in the scope changed since the copy's snapshot

@@ -25,6 +25,7 @@ and the tie rule are shared with the DuckDB index's (:func:`top_k`).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from array import array
 from collections.abc import Iterable, Sequence
@@ -78,6 +79,8 @@ class ScopeIndex:
         #: The database snapshot this copy is exact for (``pg_current_snapshot()`` text).
         self.snapshot = snapshot
         self.xmin = xmin
+        #: The storage files of the tables the copy was read from (``_pg_cache._EPOCH``).
+        self.epoch = ""
         self._reset(64)
 
     def _reset(self, cap: int) -> None:
@@ -99,6 +102,9 @@ class ScopeIndex:
         self._kinds: dict[str, int] = {}
         self._tags: dict[str, array[int]] = {}
         self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        #: Bytes of the Python objects held (id, term, tag and code strings, the postings'
+        #: and tag lists' arrays), kept as rows are appended (:meth:`nbytes`).
+        self._obj_bytes = 0
 
     # -- size -------------------------------------------------------------------------
 
@@ -118,11 +124,44 @@ class ScopeIndex:
         return self._episodes
 
     def nbytes(self) -> int:
-        """Approximate bytes held by the arrays and postings (ids and dicts not counted)."""
-        total = self._vecs.nbytes + self._ns.nbytes + self._cap * (1 + 4 + 8 + 8 + 8)
-        for rows, tfs in self._postings.values():
-            total += rows.itemsize * len(rows) + tfs.itemsize * len(tfs)
-        return total
+        """Bytes this copy holds -- what the cache's budget counts.
+
+        The numpy arrays' buffers (allocated capacity), the id strings with
+        their list and map, the postings' and tag lists' ``array`` objects with
+        their terms and maps, and the filter columns' codes: each object's
+        ``sys.getsizeof`` when it was added, an array's entries as they are
+        appended (its spare capacity is counted when the copy is loaded or
+        compacted: :meth:`measure`).  Constant time.  What it leaves out --
+        the allocator's own overhead and free lists -- is what a process's
+        resident memory adds on top (measured by ``benchmarks/bench_pg_cache.py``).
+        """
+        arrays = (
+            self._alive.nbytes
+            + self._vecs.nbytes
+            + self._ns.nbytes
+            + self._kind.nbytes
+            + self._importance.nbytes
+            + self._created.nbytes
+            + self._doclen.nbytes
+        )
+        maps = sys.getsizeof(self._ids) + sys.getsizeof(self._row_of)
+        maps += sys.getsizeof(self._postings) + sys.getsizeof(self._tags)
+        return arrays + maps + self._obj_bytes
+
+    def measure(self) -> int:
+        """Count the Python objects' bytes again, exactly (spare array capacity included);
+        returns :meth:`nbytes`.  Linear in the terms and rows held: run after a load."""
+        with self.lock:
+            size = sys.getsizeof
+            total = sum(size(mid) for mid in self._ids)  # killed rows' ids stay until compacted
+            for term, (rows, tfs) in self._postings.items():
+                total += size(term) + size((rows, tfs)) + size(rows) + size(tfs)
+            for tag, tag_rows in self._tags.items():
+                total += size(tag) + size(tag_rows)
+            for codes in (*self._codes, self._kinds):
+                total += size(codes) + sum(size(v) for v in codes)
+            self._obj_bytes = total
+        return self.nbytes()
 
     # -- changes ----------------------------------------------------------------------
 
@@ -146,6 +185,7 @@ class ScopeIndex:
                 self._append(fresh)
             if self._n - self._live > max(1024, self._live):
                 self._compact()
+                self.measure()
         return count
 
     def _kill(self, mid: str) -> None:
@@ -180,6 +220,7 @@ class ScopeIndex:
         code = codes.get(value)
         if code is None:
             code = codes[value] = len(codes)
+            self._obj_bytes += sys.getsizeof(value) + 64  # the map's entry, amortised
         return code
 
     def _append(self, rows: Sequence[Sequence[Any]]) -> None:
@@ -187,14 +228,21 @@ class ScopeIndex:
         end = start + len(rows)
         self._grow(end)
         kinds = self._kinds
+        size = sys.getsizeof
+        empty = size(array("q")) + size(array("i")) + size((0, 0))
+        added = 0
         for offset, r in enumerate(rows):
             row = start + offset
             mid = str(r[0])
+            added += size(mid)
             self._ids.append(mid)
             self._row_of[mid] = row
             for field, col in ((0, 1), (1, 2), (2, 3)):
                 self._ns[field, row] = self._code(field, r[col])
-            kind = kinds.setdefault(r[4], len(kinds))
+            kind = kinds.get(r[4])
+            if kind is None:
+                kind = kinds[r[4]] = len(kinds)
+                added += size(r[4]) + 64
             self._kind[row] = kind
             if r[4] == _EPISODE:
                 self._episodes += 1
@@ -202,7 +250,9 @@ class ScopeIndex:
                 tag_rows = self._tags.get(tag)
                 if tag_rows is None:
                     tag_rows = self._tags[tag] = array("q")
+                    added += size(tag) + size(tag_rows)
                 tag_rows.append(row)
+                added += 8
             self._importance[row] = float(r[6])
             self._created[row] = int(r[7])
             self._doclen[row] = float(r[11])
@@ -212,14 +262,17 @@ class ScopeIndex:
                 posting = postings.get(term)
                 if posting is None:
                     posting = postings[term] = (array("q"), array("i"))
+                    added += size(term) + empty
                 posting[0].append(row)
                 posting[1].append(tf)
+                added += 12
             vec = r[12]
             if vec is not None:  # pgvector's binary loader gives a Vector, text an array
                 self._vecs[row] = vec.to_numpy() if hasattr(vec, "to_numpy") else vec
         self._alive[start:end] = True
         self._live += len(rows)
         self._n = end
+        self._obj_bytes += added
 
     def _compact(self) -> None:
         """Rebuild without killed rows."""

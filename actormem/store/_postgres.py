@@ -160,9 +160,9 @@ Key = tuple[str, str, str, str]
 
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 
-#: ``search_cache_rows``'s default: ~600 MB of process memory at 256 dimensions (measured
-#: ~3 KB per row held).
-DEFAULT_CACHE_ROWS: Final = 200_000
+#: ``search_cache_bytes``'s default: 256 MiB per process (module :mod:`~actormem.store._pg_cache`
+#: says why).
+DEFAULT_CACHE_BYTES: Final = 256 * 2**20
 
 
 class PostgresStore(PgConnections, PgQueries, StoreBase):
@@ -189,7 +189,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         hnsw_min_rows: int | None = DEFAULT_MIN_ROWS,
-        search_cache_rows: int | None = DEFAULT_CACHE_ROWS,
+        search_cache_bytes: int | None = DEFAULT_CACHE_BYTES,
     ) -> None:
         """Connect to (and if needed set up) the store in the database ``dsn``.
 
@@ -206,13 +206,15 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 index of its own, built in the background by the first
                 worker that searches it (see :mod:`actormem.store._pg_ann`);
                 ``None``: every search stays exact.
-            search_cache_rows: Rows this process keeps in its search cache
-                over all scopes it searches (least recently searched scopes
-                dropped first; ~3 KB of process memory per row at 256
-                dimensions, measured),
-                kept exact through the database on every search
-                (:mod:`actormem.store._pg_cache`); ``None``: every search is
-                answered by SQL alone.
+            search_cache_bytes: Bytes this process's search cache may hold
+                over all scopes it searches (256 MiB by default), counted from
+                the arrays and objects the copies hold, at load and as they
+                grow; least recently searched copies are dropped first, a
+                copy that outgrows the budget alone is dropped.  The copies
+                are kept exact through the database on every search
+                (:mod:`actormem.store._pg_cache`, which gives the measured
+                memory per row); ``None``: every search is answered by SQL
+                alone.
 
         Raises:
             ImportError: The ``postgres`` extra is not installed.
@@ -238,7 +240,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 ("pool_size", pool_size),
                 ("connect_timeout", connect_timeout),
                 ("hnsw_min_rows", hnsw_min_rows),
-                ("search_cache_rows", search_cache_rows),
+                ("search_cache_bytes", search_cache_bytes),
             ):
                 STORE_SETTINGS[name].check(value, name, error=InvalidMemoryError)
             if on_embedder_mismatch not in ("error", "reembed"):
@@ -277,8 +279,8 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         self._planner_stats = PlannerStats(self._connect, self.url)
         self._cache = (
             None
-            if search_cache_rows is None
-            else SearchCache(self._read, lambda: self._dim, search_cache_rows)
+            if search_cache_bytes is None
+            else SearchCache(self._read, lambda: self._dim, search_cache_bytes)
         )
         try:
             self._read("open", self._ann.refresh)
@@ -595,11 +597,12 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 self._cache.discard(entry)
                 cands = None
         if cands is None:
+            t0 = time.perf_counter()
             cands = self._sql_candidates(
                 scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context, df_terms
             )
             if self._cache is not None and entry is None:
-                self._cache.consider(scope, cands.n_docs)
+                self._cache.consider(scope, cands.n_docs, time.perf_counter() - t0)
         if not cands.rows:
             return []
         rows = cands.rows
@@ -721,12 +724,13 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
     def warm_cache(self, namespace: Namespace) -> bool:
         """Load this process's search-cache copy of the scope ``namespace`` now.
 
-        A scope is otherwise loaded in the background after its first
-        search (see :mod:`actormem.store._pg_cache`).
+        A scope is otherwise loaded in the background once its searches ask
+        for it (see :mod:`actormem.store._pg_cache`); this one drops the
+        least recently searched copies if it needs their room.
 
         Returns:
-            Whether the scope is now held (``False``: no cache, or the scope
-            is larger than ``search_cache_rows``).
+            Whether the scope is now held (``False``: no cache, or its copy
+            alone is larger than ``search_cache_bytes``).
         """
         self._check_open()
         if self._cache is None:

@@ -2,7 +2,7 @@
 search exactly as the SQL path does, and stays exact through the database's change feed.
 
 The reference is a second store on the same database with the cache off
-(``search_cache_rows=None``): every search is run on both after every kind of
+(``search_cache_bytes=None``): every search is run on both after every kind of
 write -- by the cached store itself and by another store (another worker) --
 and must return the same rows in the same order with the same scores.
 """
@@ -46,8 +46,8 @@ def _open(dsn: str, **kwargs: Any) -> PostgresStore:
 
 @pytest.fixture
 def pair(pg_dsn: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    cached = _open(pg_dsn, search_cache_rows=100_000)
-    ref = _open(pg_dsn, search_cache_rows=None)
+    cached = _open(pg_dsn, search_cache_bytes=2**26)
+    ref = _open(pg_dsn, search_cache_bytes=None)
     yield cached, ref
     cached.close()
     ref.close()
@@ -205,51 +205,27 @@ def test_a_stale_copy_is_caught_even_without_the_statement_check(
     assert not cached._cache.held(SESSIONS[0]) or cached._cache.hits == 0
 
 
-def test_the_budget_drops_the_least_recently_searched_scope_and_big_scopes_go_sql(
+def test_a_cold_scope_is_served_by_sql_and_loaded_once_it_is_searched_again(
     pg_dsn: str,
 ) -> None:
-    rng = random.Random(1)
-    store = _open(pg_dsn, search_cache_rows=100)
-    ref = _open(pg_dsn, search_cache_rows=None)
-    try:
-        for ns in SESSIONS:
-            _fill(store, rng, 40, ns)
-        assert store._cache is not None
-        assert store.warm_cache(SESSIONS[0]) and store.warm_cache(SESSIONS[1])
-        store.search("w1", SESSIONS[0], 3, touch=False)  # s0 now the most recent
-        assert store.warm_cache(SESSIONS[2])  # 120 > 100: s1 goes
-        assert store._cache.held(SESSIONS[0]) and store._cache.held(SESSIONS[2])
-        assert not store._cache.held(SESSIONS[1])
-        assert store._cache.rows <= 100
-        assert not store.warm_cache(USER)  # 120 rows: never loaded
-        hits = store._cache.hits
-        for scope in (USER, SESSIONS[1]):
-            _same(
-                store.search("w1 w2", scope, 5, config=NO_CONTEXT, touch=False),
-                ref.search("w1 w2", scope, 5, config=NO_CONTEXT, touch=False),
-                str(scope),
-            )
-        assert store._cache.hits == hits  # both answered by SQL
-    finally:
-        store.close()
-        ref.close()
-
-
-def test_a_cold_scope_is_served_by_sql_while_it_loads_in_the_background(pg_dsn: str) -> None:
     rng = random.Random(2)
-    store = _open(pg_dsn, search_cache_rows=10_000)
+    store = _open(pg_dsn, search_cache_bytes=2**26)
     try:
         _fill(store, rng, 80, SESSIONS[0])
         assert store._cache is not None
         first = store.search("w1 tea", SESSIONS[0], 5, config=NO_CONTEXT, touch=False)
         assert store._cache.hits == 0  # the first search went the SQL way
-        thread = store._cache._thread
+        assert store._cache._thread is None  # one search is no demand: nothing loads
+        second = store.search("w1 tea", SESSIONS[0], 5, config=NO_CONTEXT, touch=False)
+        assert store._cache.hits == 0
+        thread = store._cache._thread  # the second one asked for the copy
         assert thread is not None
         store._cache._queue.put(None)  # the loader stops after the queued load
         thread.join()
-        assert store._cache.held(SESSIONS[0])
+        assert store._cache.held(SESSIONS[0]) and store._cache.loads == 1
         again = store.search("w1 tea", SESSIONS[0], 5, config=NO_CONTEXT, touch=False)
         assert store._cache.hits == 1
+        _same(second, first, "SQL twice")
         _same(again, first, "cold then cached")
     finally:
         store.close()
@@ -282,7 +258,7 @@ from actormem.store._pg_schema import PG_SCHEMA_VERSION
 from actormem.store._postgres import PostgresStore
 dsn = sys.argv[1]
 store = PostgresStore(dsn, embedder=HashEmbedder(DIM_), touch_flush_interval=None,
-                      search_cache_rows=None)
+                      search_cache_bytes=None)
 raw = psycopg.connect(dsn)
 raw.execute("SELECT set_config('actormem.writer_version', %s, false)", (str(PG_SCHEMA_VERSION),))
 raw.commit()
@@ -340,7 +316,7 @@ def _ids_of(store: PostgresStore, query: str, scope: Namespace) -> list[str]:
 
 
 def test_each_commit_in_another_process_is_found_by_the_next_search(pg_dsn: str) -> None:
-    store = _open(pg_dsn, search_cache_rows=10_000)
+    store = _open(pg_dsn, search_cache_bytes=2**26)
     worker = _Worker(pg_dsn)
     try:
         _fill(store, random.Random(5), 40, SESSIONS[0])
@@ -367,7 +343,7 @@ def test_each_commit_in_another_process_is_found_by_the_next_search(pg_dsn: str)
 def test_a_lower_transaction_id_committing_last_is_caught_up_too(pg_dsn: str) -> None:
     """Two writer processes: the one whose transaction got the lower id commits last, after
     the reader's copy has caught up past the other's commit."""
-    store = _open(pg_dsn, search_cache_rows=10_000)
+    store = _open(pg_dsn, search_cache_bytes=2**26)
     early, late = _Worker(pg_dsn), _Worker(pg_dsn)
     try:
         # two namespaces: writers of one namespace queue on its statistics rows
@@ -406,7 +382,7 @@ def _child_search(store: PostgresStore, out: Any) -> None:
 
 def test_a_forked_child_starts_with_an_empty_cache_and_searches_right(pg_dsn: str) -> None:
     rng = random.Random(8)
-    store = _open(pg_dsn, search_cache_rows=10_000)
+    store = _open(pg_dsn, search_cache_bytes=2**26)
     try:
         _fill(store, rng, 30, SESSIONS[0])
         assert store.warm_cache(SESSIONS[0])
@@ -431,15 +407,15 @@ def test_a_filled_v9_store_migrates_to_the_change_feed(
 ) -> None:
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 9)
     rng = random.Random(9)
-    old = _open(pg_dsn, search_cache_rows=None)
+    old = _open(pg_dsn, search_cache_bytes=None)
     ids = _fill(old, rng, 50, SESSIONS[0])
     old.delete(SESSIONS[0], ids[0])
     old.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (9,)
     monkeypatch.undo()
-    cached = _open(pg_dsn, search_cache_rows=10_000)
-    ref = _open(pg_dsn, search_cache_rows=None)
+    cached = _open(pg_dsn, search_cache_bytes=2**26)
+    ref = _open(pg_dsn, search_cache_bytes=None)
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (10,)
@@ -503,7 +479,7 @@ def test_a_reembed_to_another_size_elsewhere_drops_the_copy_and_sql_answers(
     search of that scope, the copy half-updated).  The copy is dropped and the
     search answered like a store without the cache."""
     scope = Namespace(user_id="u")
-    cached = _open(pg_dsn, search_cache_rows=1_000)
+    cached = _open(pg_dsn, search_cache_bytes=2**26)
     try:
         cached.add_many(
             scope, [NewMemory(content=f"alpha beta n{i}") for i in range(50)], dedup=False
@@ -512,7 +488,7 @@ def test_a_reembed_to_another_size_elsewhere_drops_the_copy_and_sql_answers(
         other = _open(
             pg_dsn,
             embedder=HashEmbedder(DIM * 2),
-            search_cache_rows=None,
+            search_cache_bytes=None,
             on_embedder_mismatch="reembed",
         )
         try:

@@ -28,7 +28,7 @@ HANG = 60.0  # seconds: a guard against a hang, never a timing assertion
 
 
 def _open(dsn: str, **kwargs: Any) -> PostgresStore:
-    kwargs.setdefault("search_cache_rows", None)  # the SQL path is what is tested
+    kwargs.setdefault("search_cache_bytes", None)  # the SQL path is what is tested
     kwargs.setdefault("embedder", HashEmbedder(DIM))
     kwargs.setdefault("near_duplicate_threshold", None)
     kwargs.setdefault("touch_flush_interval", None)

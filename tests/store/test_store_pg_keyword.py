@@ -32,7 +32,7 @@ NS_COLS = "user_id, agent_id, run_id, session_id"
 
 
 def _open(dsn: str, **kwargs: Any) -> PostgresStore:
-    kwargs.setdefault("search_cache_rows", None)  # the SQL path is what is tested
+    kwargs.setdefault("search_cache_bytes", None)  # the SQL path is what is tested
     kwargs.setdefault("embedder", HashEmbedder(DIM))
     kwargs.setdefault("near_duplicate_threshold", None)
     kwargs.setdefault("touch_flush_interval", None)

@@ -158,7 +158,7 @@ def test_a_store_of_the_previous_version_still_open_is_refused_writes_after_a_mi
     # one pooled connection: it declared the previous version when it was opened; it
     # inserts as the previous version's writer did (version 10 added the change feed
     # and left the insert path of version 9 as it was: the current code's)
-    old = _open(pg_dsn, pool_size=1, search_cache_rows=None)
+    old = _open(pg_dsn, pool_size=1, search_cache_bytes=None)
     try:
         kept = old.add(ns, "kiwi written before the upgrade").id
         monkeypatch.undo()
