@@ -35,19 +35,54 @@ What is served from the copy and what is not
     neighbouring-episode context is on (that blend is the SQL statement's;
     not moved here yet), and a search whose copy could not catch up.
 
-Memory budget and loading
-    ``search_cache_rows`` (a :class:`~actormem.store.PostgresStore` argument)
-    bounds the rows held by all copies of the process; the least recently
-    searched scopes are dropped first, a scope larger than the budget is
-    never loaded.  At 256 dimensions the arrays take ~1.5 KB per row (the
-    float32 vector 1 KB) and the process grew ~3 KB per row held
-    (``bench_store --backend postgres``: ids, dicts, postings).  A scope is
-    loaded after its first search, by one background thread per store, while
-    its searches go the SQL way until it is ready (a load measured 11 s per
-    100k rows at load ~11: hundreds of searches);
-    :meth:`SearchCache.warm` loads one now.  A copy whose snapshot is older
-    than the feed's trim horizon (``feed_trimmed``) is dropped and loaded
-    again.
+Memory budget
+    ``search_cache_bytes`` (a :class:`~actormem.store.PostgresStore`
+    argument, 256 MiB by default) bounds the bytes all copies of the process
+    hold, counted from what they hold (:meth:`ScopeIndex.nbytes`: numpy
+    buffers, id/term/tag strings, postings arrays and maps), not estimated
+    per row.  It is enforced when a copy loads (the load stops once the copy
+    alone passes it) and each time a catch-up adds rows: the least recently
+    searched copies are dropped first, then a copy that outgrew the budget
+    alone; its searches go the SQL way, and it is not loaded again while its
+    rows would not fit.  At 256 dimensions a copy counts ~1.6 KB per row
+    (163 MB per 100k rows; the float32 vector is 1 KB of it) and the
+    process's resident memory grew 131 MB per 100k rows loaded
+    (``benchmarks/bench_pg_cache.py``); at 1536 dimensions the vector alone
+    is 6 KB.  The default is what a worker process can afford beside its
+    model client and framework -- eight workers stay near 2 GB -- and holds
+    one 100k-row scope at 256 dimensions with room for its tenants' copies.
+
+Loading (admission)
+    Loads run on one background thread per store, from a server-side cursor
+    in one ``REPEATABLE READ`` snapshot; until a copy is ready its scope's
+    searches go the SQL way (a load measured 8-13 s per 100k rows at load
+    ~12).  A load must be paid for by demand (:meth:`SearchCache.consider`):
+    into room the budget has free, on the scope's second search; when it
+    would drop other copies, after 8 searches *and* once those searches took
+    as long as the load is expected to take (this process's measured seconds
+    per row loaded) -- rent-or-buy: the loads never cost more than the SQL
+    searches spent waiting for them, so two scopes that do not fit together
+    cannot reload each other on every search (184 loads in 200 alternating
+    searches before).  :meth:`SearchCache.warm` loads one now.  A copy whose
+    snapshot is older than the feed's trim horizon (``feed_trimmed``) is
+    dropped and loaded again.
+
+Checks under long transactions
+    A check reads the feed rows stamped at or after the copy's snapshot's
+    ``xmax`` and those of the transactions that snapshot saw in progress
+    (:func:`~actormem.store._pg_feed.snapshot_unseen`); it never reads every
+    row written since the oldest open transaction, so a session idle in a
+    transaction elsewhere costs the checks nothing (``feed_rows`` counts what
+    they read).  What it does cost: the rows that transaction itself wrote
+    are looked up (and found invisible) by each check until it ends.
+
+Hand-written ``TRUNCATE``
+    It writes no stamp and fires no row trigger.  A copy remembers the
+    storage files of ``memories`` and ``memory_gone`` (``_EPOCH``), which a
+    ``TRUNCATE`` replaces (so do ``VACUUM FULL``, ``CLUSTER`` and a rewriting
+    ``ALTER``): the next search drops the copy and goes the SQL way.  The SQL
+    path's statistics are kept by the store's writes and row triggers, so a
+    ``TRUNCATE`` of ``memories`` alone leaves them stale (README).
 
 Processes
     A forked child starts with an empty cache (the parent's copies are not
@@ -327,6 +362,17 @@ class SearchCache:
         self._check_pid()
         dim = self._dim()
         budget = self.budget_bytes
+        key = scope_text(scope)
+        with self._lock:  # a load the demand asked for makes its room first: never two
+            expect = self._loading.get(key, 0)  # copies' worth of memory at once
+            total = self.nbytes
+            for old_key in list(self._entries):
+                if total + expect <= budget:
+                    break
+                old = self._entries.pop(old_key)
+                total -= old.nbytes()
+                self.evictions += 1
+                log.info("store.cache_evicted", scope=str(old.scope), bytes=old.nbytes())
 
         def load(conn: Any) -> ScopeIndex:
             where, params = scope_sql(scope)
@@ -356,7 +402,6 @@ class SearchCache:
         t0 = time.perf_counter()
         entry: ScopeIndex = self._read("search cache load", load)
         seconds = time.perf_counter() - t0
-        key = scope_text(scope)
         with self._lock:
             if entry.nbytes() > budget:  # given up part way: too big alone
                 self._row_bytes = entry.nbytes() / max(1, entry.rows)
