@@ -46,7 +46,7 @@ Memory budget
     alone; its searches go the SQL way, and it is not loaded again while its
     rows would not fit.  At 256 dimensions a copy counts ~1.6 KB per row
     (163 MB per 100k rows; the float32 vector is 1 KB of it) and the
-    process's resident memory grew 131 MB per 100k rows loaded
+    process's resident memory grew 129 MB per 100k rows loaded
     (``benchmarks/bench_pg_cache.py``); at 1536 dimensions the vector alone
     is 6 KB.  The default is what a worker process can afford beside its
     model client and framework -- eight workers stay near 2 GB -- and holds
