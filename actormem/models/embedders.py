@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -48,8 +49,10 @@ __all__ = [
     "OpenAIEmbedder",
     "WordLlamaEmbedder",
     "check_embeddings",
+    "checked_unit_rows",
     "default_embedder",
     "normalise_rows",
+    "unit_rows",
 ]
 
 log = structlog.get_logger(__name__)
@@ -86,6 +89,60 @@ def row_norms(arr: FloatMatrix) -> FloatMatrix:
     return out
 
 
+def unit_rows(arr: FloatMatrix) -> int | None:
+    """Scale the rows of ``arr`` (2-D float32) to unit length in place, if all are finite.
+
+    The same numbers as :func:`normalise_rows` (zero rows stay zero).  The
+    finiteness check rides on the norms: a NaN or an infinity in a row makes
+    its norm one too, so the values are looked at only when a norm is not
+    finite (a NaN, or a finite row too large to square).  A single row (a
+    write's, a query's) is divided without the zero-norm mask: two numpy
+    passes fewer on every single embedding.
+
+    Returns:
+        None, or the first row holding NaN or an infinity (then ``arr`` is
+        left as it was).
+    """
+    norms = row_norms(arr)
+    if arr.shape[0] == 1:
+        norm = float(norms[0, 0])
+        if not math.isfinite(norm) and not np.isfinite(arr).all():
+            return 0
+        if norm > 0:
+            np.divide(arr, norms, out=arr)
+        return None
+    if not np.isfinite(norms).all():
+        finite = np.isfinite(arr).all(axis=1)
+        if not finite.all():
+            return int(np.flatnonzero(~finite)[0])
+    np.divide(arr, norms, out=arr, where=norms > 0)
+    return None
+
+
+def _checked(matrix: object, n: int, dim: int, source: str) -> FloatMatrix:
+    """``matrix`` as float32 C-contiguous after the type, shape and dtype checks."""
+    if not isinstance(matrix, np.ndarray):
+        raise ModelError(f"{source} returned {type(matrix).__name__}, expected a numpy array")
+    if matrix.shape != (n, dim):
+        raise ModelError(f"{source} returned shape {matrix.shape}, expected ({n}, {dim})")
+    if matrix.dtype != np.float32 and not np.issubdtype(matrix.dtype, np.number):
+        raise ModelError(f"{source} returned dtype {matrix.dtype}, expected float32")
+    return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+def checked_unit_rows(matrix: object, n: int, dim: int, *, source: str = "embedder") -> FloatMatrix:
+    """:func:`normalise_rows` of :func:`check_embeddings` (a new array), checked once.
+
+    Raises:
+        ModelError: as :func:`check_embeddings`.
+    """
+    arr = np.array(_checked(matrix, n, dim, source), dtype=np.float32, copy=True, order="C")
+    bad = unit_rows(arr)
+    if bad is not None:
+        raise ModelError(f"{source} returned NaN or infinite values (first in row {bad})")
+    return arr
+
+
 def check_embeddings(matrix: object, n: int, dim: int, *, source: str = "embedder") -> FloatMatrix:
     """Validate what an embedder returned and return it as float32.
 
@@ -102,13 +159,7 @@ def check_embeddings(matrix: object, n: int, dim: int, *, source: str = "embedde
         ModelError: The value is not an ``(n, dim)`` numeric matrix, or holds
             NaN or infinite values.
     """
-    if not isinstance(matrix, np.ndarray):
-        raise ModelError(f"{source} returned {type(matrix).__name__}, expected a numpy array")
-    if matrix.shape != (n, dim):
-        raise ModelError(f"{source} returned shape {matrix.shape}, expected ({n}, {dim})")
-    if matrix.dtype != np.float32 and not np.issubdtype(matrix.dtype, np.number):
-        raise ModelError(f"{source} returned dtype {matrix.dtype}, expected float32")
-    arr = np.ascontiguousarray(matrix, dtype=np.float32)
+    arr = _checked(matrix, n, dim, source)
     if not np.isfinite(arr).all():
         bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
         raise ModelError(f"{source} returned NaN or infinite values (first in row {bad})")
@@ -196,8 +247,7 @@ class WordLlamaEmbedder:
         except UnicodeEncodeError as exc:
             bad = next(i for i, t in enumerate(items) if _has_surrogate(t))
             raise TypeError(f"text {bad} is not valid Unicode (a lone surrogate)") from exc
-        out = check_embeddings(raw, len(items), self.dim, source=self.name)
-        return normalise_rows(out)
+        return checked_unit_rows(raw, len(items), self.dim, source=self.name)
 
     def word_vectors(self, words: Sequence[str]) -> FloatMatrix:
         """One vector per word: the mean of its tokens' vectors, L2-normalised.

@@ -33,7 +33,7 @@ import structlog
 
 from actormem._door import check_json_object
 from actormem.models.base import Embedder
-from actormem.models.embedders import row_norms
+from actormem.models.embedders import unit_rows
 from actormem.store._base_files import Transfer
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
@@ -257,14 +257,12 @@ class StoreBase(Maintenance, Transfer):
         if raw.dtype != np.float32 and not np.issubdtype(raw.dtype, np.number):
             raise EmbeddingError(f"embedder {self._embedder.name!r} returned dtype {raw.dtype}")
         vecs = np.array(raw, dtype=np.float32, order="C")
-        if not np.isfinite(vecs).all():
-            finite = np.isfinite(vecs).all(axis=1)
+        bad = unit_rows(vecs)  # a copy of the embedder's rows: scaled in place
+        if bad is not None:
             raise EmbeddingError(
                 f"embedder {self._embedder.name!r} returned NaN or infinite values for text "
-                f"{int(np.flatnonzero(~finite)[0])}; nothing was stored"
+                f"{bad}; nothing was stored"
             )
-        norms = row_norms(vecs)
-        np.divide(vecs, norms, out=vecs, where=norms > 0)
         return vecs
 
     # -- writes ------------------------------------------------------------------------

@@ -330,7 +330,8 @@ class DuckDBLogged:
             self._logged.append(entry)
         if self._commits is not None and sync:  # the record never runs ahead of the log
             self._commits.write(self._store_id, entry.seq)
-        self._apply_wake.set()
+        if not self._apply_wake.is_set():  # set and not yet cleared: it reads this record
+            self._apply_wake.set()
 
     def _write_script(self, what: str, statements: list[str]) -> None:
         """Write literal ``statements`` (no index change) as one logged record (writer lock held).

@@ -184,6 +184,9 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                     self._ns[:, np.asarray(rows_of_ns, dtype=np.int64)] = np.asarray(
                         code4_key, dtype=np.int32
                     )[:, None]
+                exact = self._exact_rows.get(code4_key)
+                if exact is not None:
+                    exact.extend(rows_of_ns)
                 for field in range(4):
                     posting_rows = self._ns_rows[field].get(code4_key[field])
                     if posting_rows is None:

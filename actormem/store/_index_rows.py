@@ -68,6 +68,16 @@ class _Interner:
         return self.codes.get(value, -1)
 
 
+#: The per-row arrays :meth:`IndexRows._grow` extends.
+_ROW_ARRAY_NAMES: Final = (
+    "_alive",
+    "_kind",
+    "_importance",
+    "_access",
+    "_last",
+    "_created",
+    "_doclen",
+)
 #: Scopes of at least this many rows are searched approximately (see MemoryIndex).
 APPROX_MIN_ROWS: Final = 200_000
 #: Size of the projected vectors of the approximate first pass.
@@ -168,6 +178,9 @@ class IndexRows:
 
     def _reset(self, capacity: int) -> None:
         self._cap = capacity
+        #: Rows every array has room for, as :meth:`_grow` last found it (0: look
+        #: again; a snapshot's load replaces the arrays after this reset).
+        self._room_rows = 0
         self._n = 0
         self._vecs: F32 = np.zeros((capacity, self.dim), dtype=np.float32)
         self._pvecs: F32 | None = (
@@ -211,6 +224,10 @@ class IndexRows:
         #: Bumped by every change of the rows' liveness or namespaces.
         self._version = 0
         self._scope_cache: dict[tuple[tuple[int, int], ...], tuple[int, I64]] = {}
+        #: Exact namespace key (its four codes) -> every row written into it,
+        #: live or not, in order: kept for the keys a write's duplicate check
+        #: asked for (see :meth:`ScopeSearch.exact_rows`), extended by ``add``.
+        self._exact_rows: dict[tuple[int, ...], array[int]] = {}
         #: namespace key -> (version, before, after): see :meth:`_episode_links`.
         self._links_cache: dict[tuple[str, str, str, str], tuple[int, Links]] = {}
 
@@ -253,6 +270,8 @@ class IndexRows:
         come with spare rows (see :mod:`actormem.store._index_file`) while
         the small arrays hold exactly the loaded rows.
         """
+        if need <= self._room_rows:  # a single write: no array to look at
+            return
         if need > self._cap:
             cap = self._cap
             while cap < need:
@@ -266,15 +285,7 @@ class IndexRows:
                 self._pvecs = pvecs
             self._cap = cap
         cap = self._cap
-        for name in (
-            "_alive",
-            "_kind",
-            "_importance",
-            "_access",
-            "_last",
-            "_created",
-            "_doclen",
-        ):
+        for name in _ROW_ARRAY_NAMES:
             old = getattr(self, name)
             if old.shape[0] < need:
                 new = np.zeros(cap, dtype=old.dtype)
@@ -284,6 +295,12 @@ class IndexRows:
             ns = np.zeros((4, cap), dtype=np.int32)
             ns[:, : self._n] = self._ns[:, : self._n]
             self._ns = ns
+        self._room_rows = min(
+            self._vecs.shape[0],
+            self._ns.shape[1],
+            *(getattr(self, name).shape[0] for name in _ROW_ARRAY_NAMES),
+            self._cap if self._pvecs is None else self._pvecs.shape[0],
+        )
 
     def _kill_row(self, row: int) -> None:
         if not self._alive[row]:

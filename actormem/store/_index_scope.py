@@ -9,6 +9,7 @@ context blending reads; they are cached the same way.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,15 +33,32 @@ class ScopeSearch(IndexRows):
             return self._scope_rows(namespace, filters)
 
     def exact_rows(self, key: tuple[str, str, str, str]) -> I64:
-        """Rows of live memories written into exactly this namespace key."""
+        """Rows of live memories written into exactly this namespace key.
+
+        Every write's near-duplicate check asks this for its own key; the
+        key's rows are kept after the first ask (``add`` extends them), so a
+        later ask is one gather of their liveness instead of intersecting the
+        four fields' postings (~20 us of a single add's ~400 us of Python).
+        """
         with self._lock:
-            fields: list[tuple[int, int]] = []
+            codes = []
             for field, value in enumerate(key):
                 code = self._interners[field].get(value)
                 if code < 0:
                     return np.zeros(0, dtype=np.int64)
-                fields.append((field, code))
-            return self._rows_matching(fields)
+                codes.append(code)
+            code4 = tuple(codes)
+            kept = self._exact_rows.get(code4)
+            if kept is None:
+                found = self._rows_matching(list(enumerate(codes)))
+                self._exact_rows[code4] = array("q", found.tobytes())
+                return found
+            # A view of ``kept`` only for this gather: an array exporting its
+            # buffer cannot grow (the next ``add``), so none is handed out.
+            rows = np.frombuffer(kept, dtype=np.int64)
+            live: I64 = rows[self._alive[rows]]
+            del rows
+            return live
 
     def _rows_matching(self, fields: list[tuple[int, int]]) -> I64:
         n = self._n

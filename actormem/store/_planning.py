@@ -334,17 +334,16 @@ class Planner:
         merging = [j for j, k in enumerate(kinds) if merge_kind(k)]
         matches: builtins.list[tuple[float, MemoryRecord] | None] = [None] * len(kinds)
         if merging:  # only memories of a kind that merges look for a stored twin
-            found = self.view.nearest(key, new_vecs[merging], threshold)
+            asked = new_vecs if len(merging) == len(kinds) else new_vecs[merging]
+            found = self.view.nearest(key, asked, threshold)
             for j, match in zip(merging, found, strict=True):
                 # a twin of another kind is no twin (a near duplicate whose closest
                 # stored memory is of another kind is stored: a missed merge, never a loss)
                 matches[j] = match if match is not None and match[1].kind == kinds[j] else None
         # within the batch: later items against earlier ones
         kept: builtins.list[int] = []
-        if len(batch.inserts) > 1:
-            inner = unsplit_matmul(new_vecs, new_vecs.T)  # 64 x 64 x 256 was split (._blas)
-        else:
-            inner = np.ones((1, 1), dtype=np.float32)
+        # read only against an earlier item of the batch: a single insert has none
+        inner = unsplit_matmul(new_vecs, new_vecs.T) if len(batch.inserts) > 1 else None
         id_to_result = {r.id: i for i, r in enumerate(results) if r is not None and r.op == "ADD"}
         survivors: builtins.list[tuple[MemoryRecord, F32]] = []
         terms = [
@@ -357,12 +356,17 @@ class Planner:
                 survivors.append((rec, vec))
                 continue
             res_pos = id_to_result[rec.id]
-            earlier = [
-                k
-                for k in kept
-                if kinds[k] == kinds[j] and inner[j, k] >= threshold and terms[k] == terms[j]
-            ]
+            earlier = (
+                [
+                    k
+                    for k in kept
+                    if kinds[k] == kinds[j] and inner[j, k] >= threshold and terms[k] == terms[j]
+                ]
+                if inner is not None
+                else []
+            )
             if earlier:
+                assert inner is not None
                 k = max(earlier, key=lambda e: float(inner[j, e]))
                 target_pos = kept.index(k)
                 target = survivors[target_pos][0]

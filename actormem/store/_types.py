@@ -214,19 +214,20 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             InvalidMemoryError: Naming the first field that is wrong.
         """
         content = self.content
-        if (  # fast path: ASCII text and default attributes (most batched adds)
+        kind = self.kind
+        if (  # fast path: ASCII texts, no metadata, time or id (most adds)
             type(content) is str
             and 0 < len(content) <= _MAX_CONTENT
             and content.isascii()
             and not content.isspace()
             and "\x00" not in content
-            and self.kind == "fact"
+            and (kind == "fact" or _plain_label(kind, 64))
             and type(self.importance) is float
             and 0.0 <= self.importance <= 1.0
             and type(self.tags) is tuple
-            and not self.tags
+            and (not self.tags or all(_plain_label(t, 256) for t in self.tags))
             and type(self.source_ids) is tuple
-            and not self.source_ids
+            and (not self.source_ids or all(_plain_label(t, 256) for t in self.source_ids))
             and type(self.metadata) is dict
             and not self.metadata
             and self.created_at is None
@@ -687,6 +688,15 @@ def check_importance(value: object) -> float:
     if not _finite_number(value) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
         raise InvalidMemoryError(f"importance must be a number in [0, 1], got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+def _plain_label(text: object, limit: int) -> bool:
+    """Whether ``text`` is an exact ``str`` of 1 to ``limit`` ASCII characters, no NUL.
+
+    What the full checks of a kind (``limit`` 64), a tag or a source id (256)
+    accept without looking further; anything else takes those checks.
+    """
+    return type(text) is str and 0 < len(text) <= limit and text.isascii() and "\x00" not in text
 
 
 def _utf8(text: str) -> bool:

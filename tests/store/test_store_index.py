@@ -345,6 +345,39 @@ def test_cached_rows_of_a_large_scope_follow_every_change() -> None:
     assert {"m5000", "m5002"} <= {r.id for r in index.records(index.scope_rows(NS))}
 
 
+def test_kept_rows_of_an_exact_key_follow_every_change() -> None:
+    """A write's duplicate check reads its key's rows from a list kept after the first
+    ask: removals, re-added ids, other keys' writes and a compaction all show in it."""
+    sub = Namespace(user_id="u1", agent_id="a")
+    index = _index(400, approx_min_rows=None)
+    index.add(_records(30, sub, seed=81, start=9000), _clustered(30, 64, seed=82))
+
+    def ids(ns: Namespace) -> set[str]:
+        rows = index.exact_rows(ns.key())
+        assert list(rows) == sorted(rows)  # ascending, as the product's run detection wants
+        return {r.id for r in index.records(rows)}
+
+    def scanned(ns: Namespace) -> set[str]:  # the postings' intersection, never kept
+        key = ns.key()
+        fields = [(f, index._interners[f].get(v)) for f, v in enumerate(key)]
+        return {r.id for r in index.records(index._rows_matching(fields))}
+
+    for _ in range(2):  # the first ask keeps the rows, the second reads them
+        assert ids(NS) == scanned(NS) and len(ids(NS)) == 200
+        assert ids(sub) == scanned(sub) == {f"m{i}" for i in range(9000, 9030)}
+    index.remove(["m0", "m9001"])
+    index.add(_records(2, NS, seed=83, start=7000), _clustered(2, 64, seed=84))
+    again = _records(1, sub, seed=85, start=9002)  # an indexed id written again: a new row
+    index.add(again, _clustered(1, 64, seed=86))
+    index.add(_records(5, OTHER, seed=87, start=8000), _clustered(5, 64, seed=88))
+    assert ids(NS) == scanned(NS) and "m0" not in ids(NS) and {"m7000", "m7001"} <= ids(NS)
+    assert ids(sub) == scanned(sub) and "m9001" not in ids(sub) and len(ids(sub)) == 29
+    assert len(index.exact_rows(sub.key())) == 29  # the old row of m9002 is not counted
+    assert ids(Namespace(user_id="nobody")) == set()
+    index.compact()  # rows renumbered
+    assert ids(NS) == scanned(NS) and ids(sub) == scanned(sub) and ids(OTHER) == scanned(OTHER)
+
+
 def test_records_are_not_tracked_by_the_cyclic_gc(tmp_path: Path) -> None:
     # A million tracked records made every full collection walk them during a
     # 1M ingest; the records (and new memories) hold no cycle, so they opt out.
