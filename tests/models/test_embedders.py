@@ -18,7 +18,9 @@ from actormem.models.embedders import (
     OpenAIEmbedder,
     WordLlamaEmbedder,
     check_embeddings,
+    checked_unit_rows,
     normalise_rows,
+    unit_rows,
 )
 
 Responder = Callable[[dict[str, Any], dict[str, str]], tuple[int, Any, dict[str, str]]]
@@ -294,6 +296,32 @@ def test_hash_embedder_is_deterministic() -> None:
     assert a.embed([""]).tolist() == [[0.0] * 32]
     with pytest.raises(ValueError):
         HashEmbedder(4)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_unit_rows_checks_and_scales_as_the_separate_steps_did(rows: int) -> None:
+    """The finiteness check rides on the norms; the numbers are normalise_rows' exactly."""
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        arr = rng.standard_normal((rows, 16)).astype(np.float32)
+        want = normalise_rows(arr)
+        got = arr.copy()
+        assert unit_rows(got) is None
+        assert got.tobytes() == want.tobytes()
+    zero = np.zeros((rows, 4), dtype=np.float32)
+    assert unit_rows(zero) is None and not zero.any()  # an empty text: zero stays zero
+    with np.errstate(over="ignore"):  # finite, but its norm overflows (as it did before)
+        huge = np.full((rows, 4), 3e38, dtype=np.float32)
+        assert unit_rows(huge) is None
+        assert huge.tobytes() == normalise_rows(np.full((rows, 4), 3e38, np.float32)).tobytes()
+    for value in (np.nan, np.inf, -np.inf):
+        bad = np.ones((rows, 4), dtype=np.float32)
+        bad[rows - 1, 2] = value
+        before = bad.copy()
+        assert unit_rows(bad) == rows - 1
+        assert np.array_equal(bad, before, equal_nan=True)  # left as it was
+        with pytest.raises(ModelError, match=f"row {rows - 1}"):
+            checked_unit_rows(before, rows, 4)
 
 
 def test_check_embeddings() -> None:

@@ -516,9 +516,9 @@ class _BadEmbedder:
 
     def embed(self, texts: Any) -> Any:
         n = len(texts)
-        if self.mode == "nan":
+        if self.mode in ("nan", "inf"):
             out = np.ones((n, self.dim), dtype=np.float32)
-            out[-1, 0] = math.nan
+            out[-1, 0] = math.nan if self.mode == "nan" else -math.inf
             return out
         if self.mode == "dim":
             return np.ones((n, self.dim + 1), dtype=np.float32)
@@ -529,7 +529,13 @@ class _BadEmbedder:
 
 @pytest.mark.parametrize(
     ("mode", "match"),
-    [("nan", "NaN"), ("dim", "shape"), ("list", "numpy"), ("raise", "server down")],
+    [
+        ("nan", "NaN"),
+        ("inf", "infinite"),
+        ("dim", "shape"),
+        ("list", "numpy"),
+        ("raise", "server down"),
+    ],
 )
 def test_bad_embeddings_store_nothing(
     make_store: StoreFactory, ns: Namespace, mode: str, match: str
@@ -537,5 +543,7 @@ def test_bad_embeddings_store_nothing(
     bad = make_store("emb", embedder=_BadEmbedder(mode))
     with pytest.raises(EmbeddingError, match=match):
         bad.add_many(ns, ["first", "second"])
+    with pytest.raises(EmbeddingError, match=match):  # one text: the single-row path
+        bad.add(ns, "third")
     assert bad.count(ns, include_deleted=True) == 0
     assert bad.history(ns) == []
