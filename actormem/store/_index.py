@@ -167,15 +167,24 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                         if tag_rows is None:
                             tag_rows = self._tag_rows[tag] = array("q")
                         tag_rows.append(row)
-            self._kind[start:end] = kinds
-            self._doclen[start:end] = prepared.doclen
-            self._total_len += (
-                float(prepared.doclen[0]) if count == 1 else float(prepared.doclen.sum())
-            )
-            self._importance[start:end] = [r.importance for r in records]
-            self._access[start:end] = [r.access_count for r in records]
-            self._last[start:end] = [r.last_accessed for r in records]
-            self._created[start:end] = [r.created_at for r in records]
+            if count == 1:  # a single write: scalar stores, no list per array
+                rec = records[0]
+                self._kind[start] = kinds[0]
+                doclen = float(prepared.doclen[0])
+                self._doclen[start] = doclen
+                self._total_len += doclen
+                self._importance[start] = rec.importance
+                self._access[start] = rec.access_count
+                self._last[start] = rec.last_accessed
+                self._created[start] = rec.created_at
+            else:
+                self._kind[start:end] = kinds
+                self._doclen[start:end] = prepared.doclen
+                self._total_len += float(prepared.doclen.sum())
+                self._importance[start:end] = [r.importance for r in records]
+                self._access[start:end] = [r.access_count for r in records]
+                self._last[start:end] = [r.last_accessed for r in records]
+                self._created[start:end] = [r.created_at for r in records]
             for code4_key, rows_of_ns in by_ns.items():
                 if len(rows_of_ns) == 1:  # a single write: four scalar stores, no fancy index
                     for field in range(4):
@@ -194,26 +203,40 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                     else:
                         posting_rows.extend(rows_of_ns)
             postings = self._postings
-            rows_bytes = (prepared.rows + start).tobytes()
-            tfs_bytes = prepared.tfs.tobytes()
-            bounds = prepared.starts.tolist()
-            for i, term in enumerate(prepared.terms):
-                lo, hi = bounds[i], bounds[i + 1]
-                posting = postings.get(term)
-                if posting is None:
-                    posting = postings[term] = (array("q"), array("f"))
-                elif not isinstance(posting[0], array):  # a view of a loaded snapshot
-                    rows, tfs = array("q"), array("f")
-                    rows.frombytes(posting[0].cast("B"))
-                    tfs.frombytes(posting[1].cast("B"))  # type: ignore[union-attr]
-                    posting = postings[term] = (rows, tfs)
-                posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])  # type: ignore[union-attr]
-                posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])  # type: ignore[union-attr]
+            if prepared.counts is not None and count == 1:  # one record: one row per term
+                for term, tf in zip(prepared.terms, prepared.counts, strict=True):
+                    posting = postings.get(term)
+                    if posting is None or not isinstance(posting[0], array):
+                        posting = self._own_posting(term)
+                    posting[0].append(start)  # type: ignore[union-attr]
+                    posting[1].append(tf)  # type: ignore[union-attr]
+            else:
+                rows_bytes = (prepared.rows + start).tobytes()
+                tfs_bytes = prepared.tfs.tobytes()
+                bounds = prepared.starts.tolist()
+                for i, term in enumerate(prepared.terms):
+                    lo, hi = bounds[i], bounds[i + 1]
+                    posting = postings.get(term)
+                    if posting is None or not isinstance(posting[0], array):
+                        posting = self._own_posting(term)
+                    posting[0].frombytes(rows_bytes[lo * 8 : hi * 8])  # type: ignore[union-attr]
+                    posting[1].frombytes(tfs_bytes[lo * 4 : hi * 4])  # type: ignore[union-attr]
             self._n = end
             self._version += 1
             self._live += count
             if self._proj is None and self._approx_min is not None and end >= self._approx_min:
                 self._learn_projection()
+
+    def _own_posting(self, term: str) -> tuple[array[int], array[float]]:
+        """The posting of ``term`` as arrays a write can extend (new, or copied out
+        of a loaded snapshot's read-only view)."""
+        posting = self._postings.get(term)
+        rows, tfs = array("q"), array("f")
+        if posting is not None:  # a view of a loaded snapshot
+            rows.frombytes(posting[0].cast("B"))  # type: ignore[union-attr]
+            tfs.frombytes(posting[1].cast("B"))  # type: ignore[union-attr]
+        self._postings[term] = (rows, tfs)
+        return rows, tfs
 
     def remove(self, ids: Iterable[str], *, purge: bool = False) -> int:
         """Drop memories from the index (deleted, superseded or forgotten).

@@ -127,6 +127,9 @@ class Prepared(msgspec.Struct, frozen=True):
     starts: I64
     rows: I64
     tfs: npt.NDArray[np.float32]
+    #: One record's term frequencies as ints, in ``terms`` order (None for a
+    #: batch): the index appends them to its postings without the arrays.
+    counts: list[int] | None = None
 
 
 def prepare(records: Sequence[MemoryRecord]) -> Prepared:
@@ -227,12 +230,14 @@ def _prepare_one(text: str) -> Prepared:
         if term:
             tf[term] = tf.get(term, 0) + 1
     terms = list(tf)  # in order of first occurrence, as the batch path numbers them
+    counts = list(tf.values())
     n = len(terms)
     return Prepared(
         count=1,
-        doclen=np.array([sum(tf.values())], dtype=np.float32),
+        doclen=np.array([sum(counts)], dtype=np.float32),
         terms=terms,
         starts=np.arange(n + 1, dtype=np.int64),
         rows=np.zeros(n, dtype=np.int64),
-        tfs=np.array([tf[t] for t in terms], dtype=np.float32),
+        tfs=np.array(counts, dtype=np.float32),
+        counts=counts,
     )

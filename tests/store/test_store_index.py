@@ -345,6 +345,37 @@ def test_cached_rows_of_a_large_scope_follow_every_change() -> None:
     assert {"m5000", "m5002"} <= {r.id for r in index.records(index.scope_rows(NS))}
 
 
+def test_single_adds_index_what_one_batch_does() -> None:
+    """A single write takes scalar stores and appends its postings term by term; the
+    index it leaves is the batch path's: postings, lengths, figures, scopes and scores."""
+    records = _records(60, NS, seed=91)
+    records = [
+        msgspec.structs.replace(r, importance=0.1 + i / 100, access_count=i, created_at=1e9 + i)
+        for i, r in enumerate(records)
+    ]
+    vecs = _clustered(60, 64, seed=92)
+    one, batch = MemoryIndex(64), MemoryIndex(64)
+    for i, rec in enumerate(records):
+        one.add([rec], vecs[i : i + 1])
+    batch.add(records, vecs)
+    assert one._postings.keys() == batch._postings.keys()
+    for term, (rows, tfs) in batch._postings.items():
+        assert (list(one._postings[term][0]), list(one._postings[term][1])) == (
+            list(rows),
+            list(tfs),
+        ), term
+    for name in ("_doclen", "_importance", "_access", "_last", "_created", "_kind", "_alive"):
+        assert (getattr(one, name)[:60] == getattr(batch, name)[:60]).all(), name
+    assert one._total_len == batch._total_len
+    rows = one.scope_rows(NS)
+    assert list(rows) == list(batch.scope_rows(NS)) and rows.size == 60
+    for query in ("w1 w2 w3", "w17", "w5 w5 w300"):
+        terms = tokenize(query)
+        got = one.bm25(rows, terms, 1.2, 0.75)
+        assert got.tobytes() == batch.bm25(rows, terms, 1.2, 0.75).tobytes()
+        assert got.any(), query
+
+
 def test_kept_rows_of_an_exact_key_follow_every_change() -> None:
     """A write's duplicate check reads its key's rows from a list kept after the first
     ask: removals, re-added ids, other keys' writes and a compaction all show in it."""
