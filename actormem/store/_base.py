@@ -33,7 +33,7 @@ import structlog
 
 from actormem._door import check_json_object
 from actormem.models.base import Embedder
-from actormem.models.embedders import unit_rows
+from actormem.models.embedders import WordLlamaEmbedder, unit_rows
 from actormem.store._base_files import Transfer
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
@@ -256,6 +256,10 @@ class StoreBase(Maintenance, Transfer):
             )
         if raw.dtype != np.float32 and not np.issubdtype(raw.dtype, np.number):
             raise EmbeddingError(f"embedder {self._embedder.name!r} returned dtype {raw.dtype}")
+        if type(self._embedder) is WordLlamaEmbedder:
+            # The bundled model's rows are a new float32 array it checked and
+            # normalised itself (checked_unit_rows): not copied or scaled again.
+            return raw
         vecs = np.array(raw, dtype=np.float32, order="C")
         bad = unit_rows(vecs)  # a copy of the embedder's rows: scaled in place
         if bad is not None:

@@ -94,7 +94,7 @@ class IndexView:
         if len(vectors) == 1:  # a single write: no chunking and no per-vector arrays
             if not rows.size:
                 return [None]
-            sims = index.cosine_many(rows, vectors)[:, 0]
+            sims = index.cosine_many(rows, vectors, ascending=True)[:, 0]
             arg = int(sims.argmax())
             if sims[arg] < threshold:
                 return [None]
@@ -104,7 +104,7 @@ class IndexView:
         if rows.size:
             for start in range(0, len(vectors), 256):
                 chunk = vectors[start : start + 256]
-                sims = index.cosine_many(rows, chunk)  # (rows, chunk)
+                sims = index.cosine_many(rows, chunk, ascending=True)  # (rows, chunk)
                 arg = sims.argmax(axis=0)
                 best_sim[start : start + len(chunk)] = sims[arg, np.arange(len(chunk))]
                 best_row[start : start + len(chunk)] = rows[arg]

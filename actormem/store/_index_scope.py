@@ -33,7 +33,7 @@ class ScopeSearch(IndexRows):
             return self._scope_rows(namespace, filters)
 
     def exact_rows(self, key: tuple[str, str, str, str]) -> I64:
-        """Rows of live memories written into exactly this namespace key.
+        """Rows of live memories written into exactly this namespace key, ascending.
 
         Every write's near-duplicate check asks this for its own key; the
         key's rows are kept after the first ask (``add`` extends them), so a

@@ -83,7 +83,7 @@ class VectorSearch(IndexRows):
         gathered: F32 = self._vecs[rows] @ query
         return gathered
 
-    def cosine_many(self, rows: I64, queries: F32) -> F32:
+    def cosine_many(self, rows: I64, queries: F32, *, ascending: bool = False) -> F32:
         """``(len(rows), len(queries))`` cosines of each row with each query.
 
         A write's near-duplicate check (its new memories, one namespace): the
@@ -107,7 +107,7 @@ class VectorSearch(IndexRows):
             if big:
                 full: F32 = mul(self._vecs[: self._n], qt)[rows]
                 return full
-            runs = _runs(rows)
+            runs = _runs(rows, ascending)
             if runs is not None:
                 parts = [mul(self._vecs[a:b], qt) for a, b in runs]
                 joined: F32 = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -140,12 +140,16 @@ class VectorSearch(IndexRows):
 _MAX_RUNS: Final = 16
 
 
-def _runs(rows: I64) -> list[tuple[int, int]] | None:
-    """``rows`` as at most :data:`_MAX_RUNS` ``[start, end)`` runs of consecutive rows, or None."""
+def _runs(rows: I64, ascending: bool = False) -> list[tuple[int, int]] | None:
+    """``rows`` as at most :data:`_MAX_RUNS` ``[start, end)`` runs of consecutive rows, or None.
+
+    ``ascending``: the caller knows ``rows`` strictly ascending (an exact key's
+    rows), so its first and last row alone tell one run.
+    """
     if rows.size == 0:
         return None
     first, last = int(rows[0]), int(rows[-1])
-    if last - first + 1 == rows.size and bool((rows[1:] > rows[:-1]).all()):
+    if last - first + 1 == rows.size and (ascending or bool((rows[1:] > rows[:-1]).all())):
         return [(first, last + 1)]  # one run: a namespace written in order
     breaks = np.flatnonzero(np.diff(rows) != 1)
     if breaks.size >= _MAX_RUNS:

@@ -193,7 +193,21 @@ def wire_write(batch: Batch, now: float) -> WireWrite:
 
 
 def _finite(*values: float | None) -> bool:
-    return all(v is None or (isinstance(v, int | float) and math.isfinite(v)) for v in values)
+    for v in values:  # a loop, not all() over a generator: called for every record
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v)):
+            return False
+    return True
+
+
+def _finite_vector(data: bytes) -> bool:
+    """Whether the float32 values in ``data`` are all finite.
+
+    One dot product: a NaN or an infinity makes the sum of squares NaN or
+    infinite; only then (or when finite values square past float32) is
+    every value looked at.
+    """
+    v = np.frombuffer(data, dtype=np.float32)
+    return math.isfinite(float(np.dot(v, v))) or bool(np.isfinite(v).all())
 
 
 def literal_safe(write: WireWrite, dim: int) -> bool:
@@ -209,7 +223,7 @@ def literal_safe(write: WireWrite, dim: int) -> bool:
     for m in memories:
         texts += (m.id, m.user_id, m.agent_id, m.run_id, m.session_id, m.kind, m.content)
         texts += (m.content_hash, m.superseded_by or "", m.metadata)
-        if m.vector and (len(m.vector) != size or not np.isfinite(_vector(m)).all()):
+        if m.vector and (len(m.vector) != size or not _finite_vector(m.vector)):
             return False
         if not _finite(m.importance, m.created_at, m.updated_at, m.last_accessed, m.deleted_at):
             return False

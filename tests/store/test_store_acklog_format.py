@@ -22,7 +22,14 @@ from actormem.store import DuckDBStore, MemoryRecord, Namespace
 from actormem.store._acklog import AckLog, encode
 from actormem.store._duckdb_rows import history_sql, insert_sql, write_statements
 from actormem.store._records import content_hash
-from actormem.store._wire import WireError, WireMemory, WireWrite, decode_write, encode_write
+from actormem.store._wire import (
+    WireError,
+    WireMemory,
+    WireWrite,
+    decode_write,
+    encode_write,
+    literal_safe,
+)
 from tests.store.test_store_acklog import _write_then_die
 
 NS = Namespace(user_id="ada", agent_id="bot")
@@ -165,6 +172,30 @@ def test_a_write_that_would_not_read_back_is_never_logged() -> None:
         encode_write(WireWrite(1.0, inserts=[_memory(kind=5)]))
     with pytest.raises(WireError):
         decode_write(b"SELECT 1")
+
+
+def test_only_values_with_a_sql_literal_are_logged() -> None:
+    """A vector value that is not finite (whatever its place), a NUL, a non-finite time or
+    a vector of another size takes the direct path; the finite rest is logged."""
+    dim = 8
+    vec = np.arange(1, dim + 1, dtype=np.float32) / 10
+
+    def safe(**changes: object) -> bool:
+        values: dict[str, object] = {"vector": vec.tobytes(), **changes}
+        return literal_safe(WireWrite(1.0, inserts=[_memory(**values)]), dim)
+
+    assert safe()
+    with np.errstate(over="ignore"):  # finite values whose squares overflow: still finite
+        assert safe(vector=np.full(dim, 3e38, dtype=np.float32).tobytes())
+    for place in (0, dim - 1):
+        for value in (np.nan, np.inf, -np.inf):
+            bad = vec.copy()
+            bad[place] = value
+            assert not safe(vector=bad.tobytes()), (place, value)
+    assert not safe(vector=vec[:-1].tobytes())
+    assert not safe(content="a\x00b")
+    assert not safe(updated_at=float("nan"))
+    assert not safe(deleted_at=float("inf"))
 
 
 def test_str_enum_values_are_written_as_their_text_and_survive_a_clean_close(

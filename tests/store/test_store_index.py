@@ -68,9 +68,13 @@ def test_near_duplicate_cosines_are_exact_whatever_the_rows_layout(layout: str) 
         "most rows": np.arange(100, 3000),
     }[layout].astype(np.int64)
     queries = _clustered(3, dim, seed=9)
-    got = index.cosine_many(rows, queries)
-    assert got.shape == (rows.size, 3)
-    np.testing.assert_allclose(got, vecs[rows] @ queries.T, rtol=0, atol=1e-5)
+    for ascending in (False, True):  # True: the caller vouches for the order (exact_rows)
+        got = index.cosine_many(rows, queries, ascending=ascending)
+        assert got.shape == (rows.size, 3)
+        np.testing.assert_allclose(got, vecs[rows] @ queries.T, rtol=0, atol=1e-5)
+    shuffled = rows[::-1].copy()  # not ascending: never taken for one run
+    got = index.cosine_many(shuffled, queries)
+    np.testing.assert_allclose(got, vecs[shuffled] @ queries.T, rtol=0, atol=1e-5)
 
 
 def test_one_record_is_prepared_as_in_a_batch() -> None:
