@@ -37,6 +37,7 @@ from actormem.store import (
     KEYED_KIND,
     HistoryRecord,
     MemoryNotFoundError,
+    MemoryRecord,
     MemoryStore,
     Namespace,
     NewMemory,
@@ -123,6 +124,22 @@ class KeyedFacts:
             return mid
         if mid is None and self._loaded_at is not None and self._loaded_at == self._counter():
             return None  # nothing was committed since the key index was read: a true miss
+        tagged = getattr(self._store, "_indexed_tagged", None)
+        if tagged is not None:
+            # The store's live memories answer without reading its file again (a
+            # DuckDB list first applies every pending write: a save's p99).
+            found: MemoryRecord | None = None
+            for rec in tagged(self.namespace, KEYED_KIND, f"key:{key}"):
+                if rec.metadata.get("key") == key and (
+                    found is None or rec.updated_at >= found.updated_at
+                ):
+                    found = rec
+            ids = self._index()
+            if found is None:
+                ids.pop(key, None)
+                return None
+            ids[key] = found.id
+            return found.id
         self._ids = None
         mid = self._index().get(key)
         if mid is not None and self._store.get(self.namespace, mid) is not None:

@@ -120,8 +120,18 @@ def test_get_fact_reads_the_index_and_a_miss_asks_the_store_only_after_a_commit(
     assert lists == []  # nothing committed since the key index was read
     monkeypatch.setattr(store, "_reader", real_reader)
     other.save("nope", "now set")  # a commit through another instance
-    assert facts.get("nope") == "now set"  # the miss asked the store again
-    assert len(lists) == 1
+    monkeypatch.setattr(store, "_reader", no_sql)
+    assert facts.get("nope") == "now set"  # the miss asked the store again ...
+    # ... its live memories (the index), not its file: no list, no query, so no
+    # pending write applied on the caller's path (that was save_fact's p99)
+    assert lists == []
+    assert facts.save("city", "Porto").op == "UPDATE" and other.get("city") == "Porto"
+    assert other.save("town", "Braga").op == "ADD"  # a new key: a miss, then an add
+    assert facts.save("town", "Faro").op == "UPDATE"  # found through the other's add
+    assert facts.delete("town") and other.get("town") is None
+    assert lists == []
+    monkeypatch.setattr(store, "_reader", real_reader)
+    assert sorted(r.metadata["value"] for r in store.list(facts.namespace)) == ["Porto", "now set"]
 
 
 def test_get_of_a_live_memory_is_scoped_and_needs_no_query(
