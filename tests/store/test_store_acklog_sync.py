@@ -107,7 +107,10 @@ def test_a_forked_child_never_closes_the_parents_store(tmp_path: Path) -> None:
     path = tmp_path / "p.duckdb"
     store = DuckDBStore(path, embedder=HashEmbedder(64), touch_flush_interval=None)
     try:
-        with store._write_lock:  # hold the applier back: the records stay in the log
+        # Hold the applier back so the records stay in the log: it takes only the
+        # apply lock (not the writer lock, which alone let it cut the log when the
+        # three adds outlasted its 0.2 s delay on a loaded machine).
+        with store._write_lock, store._apply_lock:
             ids = [store.add(NS, f"pending memory {i}").id for i in range(3)]
             before = [r.seq for r in AckLog(str(path)).read()[1]]
             assert len(before) == 3, before
