@@ -576,11 +576,38 @@ class DuckDBStore(
                     except (duckdb.Error, StoreError) as exc:  # disk failure on close
                         log.warning("store.flush_failed_on_close", path=self.path, error=str(exc))
                     else:  # the index then holds access counts the file lacks: no snapshot
-                        self._save_index()
+                        self._save_index_checkpointing()
             finally:  # whatever failed above, the file and its logs are closed
                 self._close_files(applied=applied)
         self._keep_private()
         log.info("store.closed", path=self.path)
+
+    def _save_index_checkpointing(self) -> None:
+        """Write the index snapshot on close while DuckDB checkpoints beside it.
+
+        Closing the connection checkpoints DuckDB (folds the WAL, up to
+        ``checkpoint_mb``, into the file); the snapshot is the index's copy.
+        They share nothing: the checkpoint runs first on the writer thread
+        (DuckDB releases the GIL) while this thread encodes and writes the
+        snapshot, so a close waits for the longer of the two, not their sum
+        (1M memories: a 3.8 s checkpoint beside a 21 s snapshot at load 8).
+        A failed checkpoint is left to the connection's close, as before.
+        """
+        if self.path == ":memory:":
+            self._save_index()
+            return
+
+        def checkpoint() -> None:
+            try:
+                self._wcur.execute("CHECKPOINT")
+            except duckdb.Error as exc:  # e.g. a reader's transaction still open
+                log.info("store.close_checkpoint_deferred", path=self.path, error=str(exc))
+
+        done = self._writer_pool().submit(checkpoint)
+        try:
+            self._save_index()
+        finally:
+            done.result()
 
     def _close_files(self, *, applied: bool) -> None:
         """The closing steps of :meth:`close` that must run whatever failed before them."""

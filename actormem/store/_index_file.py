@@ -57,7 +57,7 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -69,7 +69,7 @@ import structlog
 import xxhash
 
 from actormem.store._index import MemoryIndex
-from actormem.store._index_keys import KeyRows, hash_key, id_key, sorted_keys
+from actormem.store._index_keys import KeyRows, encode_keys, hash_key, id_key, sorted_keys
 from actormem.store._index_rows import I64, RecordRows, _Interner
 
 __all__ = [
@@ -243,10 +243,7 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
                 arrays["ns"][field].astype(np.int64), len(index._interners[field].values)
             )
             arrays[f"ns{field}_starts"], arrays[f"ns{field}_rows"] = fstarts, frows
-        records = index._records
-        blobs = [records.encoded(int(r)) for r in live]
-        arrays["record_offsets"] = np.zeros(live.size + 1, dtype=np.int64)
-        np.cumsum([len(b) for b in blobs], out=arrays["record_offsets"][1:])
+        record_buffer, arrays["record_offsets"] = index._records.encode_rows(live.tolist())
         # Every live row has exactly one id in row_of; hash_row holds the row
         # that a hash lookup finds (the latest of exact duplicates).  Both are
         # written sorted by key, read by binary search (see _index_keys).
@@ -255,8 +252,7 @@ def save_snapshot(index: MemoryIndex, path: str, identity: SnapshotIdentity) -> 
             ("hash", _encoded_keys(index._hash_row, hash_key)),
         ):
             arrays[f"{name}_keys"], arrays[f"{name}_key_rows"] = sorted_keys(raw, remap[rows])
-        buffers = {"records": b"".join(blobs)}
-        del blobs
+        buffers = {"records": record_buffer}
         header: dict[str, Any] = {
             "format": FORMAT,
             "identity": identity,
@@ -290,7 +286,7 @@ def _encoded_keys(
     """A key map's keys (encoded for the sorted array) and rows."""
     if isinstance(keymap, KeyRows):
         return keymap.encoded_items()
-    raw = [encode(k) for k in keymap]
+    raw = encode_keys(keymap, encode)
     return raw, np.fromiter(keymap.values(), np.int64, len(raw))
 
 
@@ -299,7 +295,7 @@ def write_sections(
     magic: bytes,
     encode: Callable[[list[_Section]], bytes],
     arrays: dict[str, npt.NDArray[Any]],
-    buffers: dict[str, bytes],
+    buffers: Mapping[str, bytes | bytearray],
     spare: dict[str, int] | None = None,
 ) -> None:
     """Write ``magic | header | sections`` to ``path`` atomically (see the module docstring).

@@ -87,7 +87,8 @@ APPROX_RERANK: Final = 1000
 
 
 _DECODE_RECORD: Final = msgspec.msgpack.Decoder(MemoryRecord).decode
-_ENCODE: Final = msgspec.msgpack.Encoder().encode
+_ENCODER: Final = msgspec.msgpack.Encoder()
+_ENCODE: Final = _ENCODER.encode
 
 
 class RecordRows:
@@ -137,12 +138,30 @@ class RecordRows:
         """Add the records of the next rows."""
         self._tail.extend(recs)
 
-    def encoded(self, row: int) -> bytes:
-        """The msgpack bytes of a row's record (a loaded row not read since: as loaded)."""
-        if row < self._base and row not in self._cache:
-            assert self._blob is not None and self._offsets is not None
-            return bytes(self._blob[self._offsets[row] : self._offsets[row + 1]])
-        return _ENCODE(self[row])
+    def encode_rows(self, rows: Sequence[int]) -> tuple[bytearray, I64]:
+        """The msgpack bytes of ``rows``' records, concatenated, and their offsets.
+
+        One buffer, appended to in place (a snapshot's records section): a
+        loaded row not read since is copied as loaded, any other is encoded
+        into the buffer -- no bytes object per row and no join of a million
+        of them afterwards.
+        """
+        out = bytearray()
+        ends = np.zeros(len(rows) + 1, dtype=np.int64)
+        into = _ENCODER.encode_into
+        base, tail, cache = self._base, self._tail, self._cache
+        blob, offsets = self._blob, self._offsets
+        starts = offsets.tolist() if offsets is not None and base else []
+        for i, row in enumerate(rows, 1):
+            if row >= base:
+                into(tail[row - base], out, -1)
+            elif row in cache:
+                into(cache[row], out, -1)
+            else:
+                assert blob is not None
+                out += blob[starts[row] : starts[row + 1]]
+            ends[i] = len(out)
+        return out, ends
 
 
 class IndexRows:

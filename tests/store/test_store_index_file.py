@@ -15,11 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 
 from actormem.models.embedders import HashEmbedder
-from actormem.store import DuckDBStore, Namespace, NewMemory, SearchFilters
+from actormem.store import DuckDBStore, MemoryRecord, Namespace, NewMemory, SearchFilters
 from actormem.store import _index_file as index_file
 from actormem.store._index_keys import KeyRows
 
@@ -482,3 +483,40 @@ def test_many_changes_rewrite_the_whole_snapshot(tmp_path: Path) -> None:
     assert not _delta(path).exists()
     with _open(path) as store:
         assert _loaded(store) and len(store._index) == 2 * 120 - 1 + 1100
+
+
+def test_a_rewritten_snapshot_holds_every_record_as_the_index_has_it(tmp_path: Path) -> None:
+    """The records section is appended row by row into one buffer: loaded rows
+    not read since are copied as loaded, rows read, changed or added since are
+    encoded -- each must decode to the record the index answers with."""
+    path = tmp_path / "m.duckdb"
+    with _open(path) as store:
+        _fill(store)
+    with _open(path) as store:
+        assert _loaded(store)
+        index = store._index
+        hits = store.search("apple river", ALICE, 5)  # access counts: loaded rows changed
+        store.update(ALICE, hits[1].memory.id, tags=["retagged"])
+        store.get(BOB, store.search("tiger", BOB, 1, touch=False)[0].memory.id)  # read only
+        store.add_many(ALICE, [NewMemory(content=f"new row {i} item{i}z") for i in range(5)])
+        live = [int(r) for r in range(index.rows) if index._alive[r]]
+        assert any(r < index._records._base for r in live)  # loaded rows...
+        assert any(r >= index._records._base for r in live)  # ...and rows added since
+        blob, offsets = index._records.encode_rows(live)
+        assert offsets[0] == 0 and offsets[-1] == len(blob)
+        decode = msgspec.msgpack.Decoder(MemoryRecord).decode
+        for i, row in enumerate(live):
+            assert decode(blob[offsets[i] : offsets[i + 1]]) == index._records[row]
+        ids = {index._current(r).id for r in live}
+        index._base_rows = -1  # close writes the whole snapshot, not a delta
+    with _open(path) as store:  # the whole snapshot written from that buffer
+        assert _loaded(store)
+        assert {store._index._current(r).id for r in range(store._index.rows)} == ids
+        assert store.get(ALICE, hits[1].memory.id).tags == ("retagged",)  # type: ignore[union-attr]
+    assert _answers_equal_rebuild(path, tmp_path)
+
+
+def _answers_equal_rebuild(path: Path, tmp_path: Path) -> bool:
+    with _open(path) as store:
+        loaded = _answers(store)
+    return loaded == _rebuilt_answers(path, tmp_path)
