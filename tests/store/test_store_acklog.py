@@ -519,14 +519,19 @@ def test_a_log_of_a_newer_format_is_refused_without_advice_to_move_it_aside(
 
 
 def test_a_schema_4_file_with_writes_pending_in_the_log_upgrades_losing_nothing(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The log is replayed before the schema migration: records written as values get
     FLOAT[dim] literals for a file whose vectors are still an array column, then schema 5
     turns them into bytes with the rest."""
+    from actormem.store import _schema
     from actormem.store._duckdb_vectors import fixed_list
 
     path = tmp_path / "m.duckdb"
+    # created as before the vectors' column named its compression (a schema-4
+    # file never did; DuckDB keeps a named one through a change of type)
+    monkeypatch.setattr(_schema, "EMBEDDING_COLUMN", "BLOB")
+    DuckDBStore(path, embedder=HashEmbedder(64), touch_flush_interval=None).close()
     acks, facts = _write_then_die(path)
     assert AckLog(str(path)).read()[1], "writes pending in the log"
     con = duckdb.connect(str(path))  # back to schema 4: vectors in FLOAT[64]
