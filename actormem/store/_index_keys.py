@@ -42,7 +42,8 @@ def encode_keys(keys: Iterable[Any], encode: Callable[[Any], bytes]) -> list[byt
     if encode is id_key:
         return list(map(str.encode, keys))
     if encode is hash_key:
-        return [f"{a}{_SEP}{b}{_SEP}{c}{_SEP}{d}{_SEP}{h}".encode() for (a, b, c, d), h in keys]
+        join = _SEP.join  # exactly hash_key's bytes (a str subclass's text, not its format)
+        return [join((*ns, h)).encode() for ns, h in keys]
     return [encode(k) for k in keys]
 
 

@@ -520,3 +520,19 @@ def _answers_equal_rebuild(path: Path, tmp_path: Path) -> bool:
     with _open(path) as store:
         loaded = _answers(store)
     return loaded == _rebuilt_answers(path, tmp_path)
+
+
+def test_snapshot_keys_are_encoded_as_the_lookups_encode_them() -> None:
+    """A loaded key map finds a key by encoding it with id_key / hash_key: the
+    snapshot's batch encoding must give the same bytes (non-ASCII, StrEnum parts)."""
+    import enum
+
+    from actormem.store._index_keys import encode_keys, hash_key, id_key
+
+    class Who(enum.StrEnum):
+        ADA = "ada"
+
+    ids = ["0f" * 16, "mémoire-é", "x"]
+    hashes = [(("u", "bot", "", ""), "ab" * 32), ((Who.ADA, "ботт", "r", "s"), "cd" * 32)]
+    assert encode_keys(ids, id_key) == [id_key(k) for k in ids]
+    assert encode_keys(hashes, hash_key) == [hash_key(k) for k in hashes]
