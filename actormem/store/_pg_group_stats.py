@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["groups_sql", "stats_from_groups"]
+__all__ = ["append_sql", "groups_sql", "stats_from_groups"]
 
 _NS: Final = "user_id, agent_id, run_id, session_id"
 _LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
@@ -114,6 +114,11 @@ _CAME: Final = f"""n.deleted_at IS NULL AND n.superseded_by IS NULL AND NOT (
 
 def _cols(alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in _POSTED.split(","))
+
+
+#: Public name of the append (schema v11's insert path appends a small batch's rows to
+#: their namespace's open group with it: :mod:`actormem.store._pg_open_groups`).
+append_sql: Final = _append_sql
 
 
 def _replace_function(conn: Any, name: str, body: str) -> None:

@@ -53,6 +53,7 @@ import structlog
 from actormem.store._pg_feed import add_change_feed
 from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
+from actormem.store._pg_open_groups import share_small_groups
 from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = [
@@ -85,10 +86,13 @@ log = structlog.get_logger(__name__)
 #: and a batch no longer upserts a statistics row per term
 #: (:func:`actormem.store._pg_group_stats.stats_from_groups`); **10** -- the change
 #: feed the per-process search cache catches up from: ``memories.chg`` (the writing
-#: transaction's id) and ``memory_gone`` (:func:`actormem.store._pg_feed.add_change_feed`).
+#: transaction's id) and ``memory_gone`` (:func:`actormem.store._pg_feed.add_change_feed`);
+#: **11** -- a batch's few rows of a namespace join that namespace's open posting group
+#: (``posting_open``) instead of a group of their own, and small groups already stored are
+#: regrouped (:func:`actormem.store._pg_open_groups.share_small_groups`).
 #: A shipped step is never edited: a change to the schema is a new step (a database
 #: already at a version never runs that version's step again).
-PG_SCHEMA_VERSION: Final = 10
+PG_SCHEMA_VERSION: Final = 11
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -536,6 +540,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     7: group_postings,
     8: stats_from_groups,
     9: add_change_feed,
+    10: share_small_groups,
 }
 
 

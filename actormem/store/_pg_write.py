@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._pg_group_stats import groups_sql
-from actormem.store._pg_groups import GROUP_SETTING
+from actormem.store._pg_group_stats import append_sql, groups_sql
+from actormem.store._pg_open_groups import claim_open_groups, small_namespaces
 from actormem.store._pg_search import term_counts
 from actormem.store._records import Change, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
@@ -33,6 +33,7 @@ __all__ = [
     "encode_inserts",
     "encode_rows",
     "key_text",
+    "live_counts",
     "lock_keys",
     "update_changes",
 ]
@@ -70,7 +71,10 @@ def copy_inserts(
 
     The batch takes a posting group number (``posting_group_seq``) and declares
     it in the transaction-local setting that the schema's insert check asks for
-    (:mod:`actormem.store._pg_groups`: rows enter ``memories`` only here).  The
+    (:mod:`actormem.store._pg_groups`: rows enter ``memories`` only here); the
+    rows of a namespace that gets only a few of them join that namespace's open
+    group instead (schema v11, :mod:`actormem.store._pg_open_groups`: a namespace
+    filled one add at a time would otherwise hold a group per add).  The
     rows are encoded here into PostgreSQL's binary COPY format
     (:func:`encode_rows`; psycopg's per-row ``write_row`` encoded arrays element
     by element: 4.5 s of client CPU for 100k rows, 3.7 s then).  Then one
@@ -86,20 +90,28 @@ def copy_inserts(
         How many rows of ``history``, from the first, were written (the caller
         writes the rest after them, with :func:`copy_history`).
     """
-    row = conn.execute(
-        "SELECT set_config(%s, nextval('posting_group_seq')::text, true)", (GROUP_SETTING,)
-    ).fetchone()
-    pgrp, stats = int(row[0]), InsertStats()
+    pgrp, opened = claim_open_groups(conn, small_namespaces(live_counts(inserts)))
+    stats = InsertStats()
     sql = f"COPY memories ({_INSERT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
     with conn.cursor() as cur, cur.copy(sql) as copy:
         copy.write(_SIGNATURE)
         # sent as encoded, a chunk at a time: the server stores one chunk while the
         # client encodes the next (one buffer at the end left it idle meanwhile)
         for start in range(0, len(inserts), _CHUNK):
-            copy.write(encode_rows(inserts[start : start + _CHUNK], pgrp, stats))
+            copy.write(encode_rows(inserts[start : start + _CHUNK], pgrp, stats, opened))
     added = added_history(inserts, history)
-    add_insert_stats(conn, stats, [rec.id for rec, _ in inserts[:added]], now)
+    add_insert_stats(conn, stats, [rec.id for rec, _ in inserts[:added]], now, append=bool(opened))
     return added
+
+
+def live_counts(inserts: Sequence[tuple[MemoryRecord, F32]]) -> dict[tuple[str, ...], int]:
+    """How many live rows of ``inserts`` each concrete namespace gets."""
+    counts: dict[tuple[str, ...], int] = {}
+    for rec, _ in inserts:
+        if rec.superseded_by is None and rec.deleted_at is None:
+            key = rec.namespace.key()
+            counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 HistoryRow = tuple[str, Namespace, str, str | None, str | None, str]
@@ -143,7 +155,12 @@ class InsertStats:
 
 
 def add_insert_stats(
-    conn: Any, stats: InsertStats, added: Sequence[str] = (), now: float = 0.0
+    conn: Any,
+    stats: InsertStats,
+    added: Sequence[str] = (),
+    now: float = 0.0,
+    *,
+    append: bool = False,
 ) -> None:
     """Add a batch's new live rows to the keyword tables, and write the ``ADD`` history
     rows of the memories ``added`` (ids in the batch's order) at ``now``: one statement,
@@ -171,6 +188,10 @@ def add_insert_stats(
     are read back once (one primary-key lookup per row) for both, and the
     history rows are written in the order of ``added``, so their ``seq``
     follows the batch as before.
+
+    ``append``: some rows joined an existing (open) posting group, so their
+    postings are appended to its rows (an upsert) rather than inserted as new
+    group rows (a plain insert, which costs less: no speculative insertion).
     """
     # arrays go as literals built here: psycopg's list adapter quoted them element
     # by element (as much client time as encoding the rows)
@@ -222,7 +243,8 @@ def add_insert_stats(
         # the postings, one group row per term and namespace with its document
         # frequency and bounds (schema v9), built by the server from the rows just copied
         sql = "WITH " + ", ".join(f"{n} AS ({q})" for n, q in parts) + " "
-        sql += groups_sql(f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM r WHERE live")
+        posted = f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM r WHERE live"
+        sql += append_sql(posted) if append else groups_sql(posted)
     elif parts:
         # no live row: the last part is the statement, the others its expressions
         *first, (_, sql) = parts
@@ -280,10 +302,13 @@ def encode_inserts(
 
 
 def encode_rows(
-    inserts: Sequence[tuple[MemoryRecord, F32]], pgrp: int, stats: InsertStats
+    inserts: Sequence[tuple[MemoryRecord, F32]],
+    pgrp: int,
+    stats: InsertStats,
+    opened: Mapping[tuple[str, ...], int] | None = None,
 ) -> bytes:
-    """The binary COPY rows of ``inserts`` (posting group ``pgrp``); their live rows are
-    added to ``stats``.
+    """The binary COPY rows of ``inserts`` (posting group ``pgrp``, or for the
+    namespaces of ``opened`` their open group); their live rows are added to ``stats``.
 
     Written for the client's CPU (it was a third of the process's time in an
     ingest): the parts every row shares (namespace, kind, empty arrays and
@@ -298,6 +323,7 @@ def encode_rows(
     dim = int(mat.shape[1])
     vec_head = _I4(4 + 4 * dim) + _I2(dim) + _I2(0)
     tail = b"\x00\x00\x00\x08" + _I8(pgrp)
+    tails = {k: b"\x00\x00\x00\x08" + _I8(g) for k, g in (opened or {}).items()}
     shared: dict[Any, bytes] = {}  # namespace keys and kinds of this call, encoded
     out: list[bytes] = []
     push = out.extend
@@ -370,7 +396,7 @@ def encode_rows(
                 terms_field,
                 tfs_field,
                 _DOCLEN(4, doclen),
-                tail,
+                tails.get(key, tail) if tails else tail,
             )
         )
     return b"".join(out)

@@ -118,6 +118,7 @@ from actormem.store._pg_ann import DEFAULT_MIN_ROWS, AnnIndexes, scope_text
 from actormem.store._pg_cache import SearchCache
 from actormem.store._pg_conn import redacted
 from actormem.store._pg_gather import Aside, Gatherer
+from actormem.store._pg_open_groups import small_namespaces
 from actormem.store._pg_queries import PgQueries, scope_sql
 from actormem.store._pg_schema import read_meta, write_meta
 from actormem.store._pg_search import SMALL_SCOPE, Candidates
@@ -127,6 +128,7 @@ from actormem.store._pg_write import (
     copy_history,
     copy_inserts,
     key_text,
+    live_counts,
     lock_keys,
     update_changes,
 )
@@ -497,6 +499,10 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             now = self._clock()
             batch = Batch()
             out = plan(Planner(view, self._weights, self._near), now, batch)
+            # rows joining a namespace's open posting group append to its group rows:
+            # under the namespace's lock, as every other write of them (an add holds it)
+            small = small_namespaces(live_counts(batch.inserts))
+            view.lock([(k[0], k[1], k[2], k[3]) for k in small])
             self._commit(conn, batch, now)
             inserted[0] = len(batch.inserts)
             return out

@@ -25,6 +25,7 @@ import pytest
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import Namespace, NewMemory, SearchConfig, SearchFilters, SearchMode
+from actormem.store import _pg_open_groups as open_groups
 from actormem.store import _pg_schema as schema
 from actormem.store._pg_feed import trim_gone
 from actormem.store._postgres import PostgresStore
@@ -406,6 +407,7 @@ def test_a_filled_v9_store_migrates_to_the_change_feed(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", 9)
+    monkeypatch.setattr(open_groups, "SMALL_BATCH", 0)  # version 9's insert path
     rng = random.Random(9)
     old = _open(pg_dsn, search_cache_bytes=None)
     ids = _fill(old, rng, 50, SESSIONS[0])
@@ -418,7 +420,9 @@ def test_a_filled_v9_store_migrates_to_the_change_feed(
     ref = _open(pg_dsn, search_cache_bytes=None)
     try:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (10,)
+            assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (
+                schema.PG_SCHEMA_VERSION,
+            )
             # the old rows carry no stamp; the feed starts empty
             assert conn.execute(
                 "SELECT count(*) FROM memories WHERE chg IS NOT NULL"

@@ -19,6 +19,7 @@ import pytest
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import Namespace, SearchFilters, StoreError
+from actormem.store import _pg_open_groups as open_groups
 from actormem.store import _pg_schema as schema
 from actormem.store._pg_groups import GROUP_SETTING
 from actormem.store._postgres import PostgresStore
@@ -156,8 +157,9 @@ def test_a_store_of_the_previous_version_still_open_is_refused_writes_after_a_mi
     ns = Namespace(user_id="u")
     monkeypatch.setattr(schema, "PG_SCHEMA_VERSION", schema.PG_SCHEMA_VERSION - 1)
     # one pooled connection: it declared the previous version when it was opened; it
-    # inserts as the previous version's writer did (version 10 added the change feed
-    # and left the insert path of version 9 as it was: the current code's)
+    # inserts as the previous version's writer did (version 11's open posting groups
+    # switched off: the insert path of version 10)
+    monkeypatch.setattr(open_groups, "SMALL_BATCH", 0)
     old = _open(pg_dsn, pool_size=1, search_cache_bytes=None)
     try:
         kept = old.add(ns, "kiwi written before the upgrade").id
