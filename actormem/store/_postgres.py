@@ -540,7 +540,8 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             ]
             cur = conn.execute(f"DELETE FROM history WHERE {where}", params)
             n_hist = cur.rowcount
-            for table in ("activity_log", "log_compactions", "journal_state"):
+            # posting_open: the namespace's open posting group (its key names the user)
+            for table in ("activity_log", "log_compactions", "journal_state", "posting_open"):
                 conn.execute(f"DELETE FROM {table} WHERE {where}", params)
             return ids, int(n_hist)
 

@@ -150,8 +150,12 @@ def test_single_adds_share_their_namespace_groups_and_stay_exact(
         store.forget(other)
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             _exact(conn)
-        # a namespace forgotten (the moved row with it) and written again: its open
-        # group's rows went with its rows; the next add starts that group again
+            # forgotten for good: not even its open group's row names it
+            assert conn.execute(
+                "SELECT count(*) FROM posting_open WHERE user_id = 'b'"
+            ).fetchone() == (0,)
+        # a namespace forgotten (the moved row with it) and written again: a new
+        # open group
         store.add(other, "every after forget")
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             _exact(conn)
