@@ -21,7 +21,9 @@ in one run on one private server and one database:
   that matters (1.0: a namespace filled one add at a time searches as fast
   as one filled in batches);
 * **groups**: posting-group rows per query term in each namespace (mean and
-  largest), and the whole namespace's group rows.
+  largest), the whole namespace's group rows, and the buffers the database
+  touches to sum a query's terms' statistics over their groups (``EXPLAIN
+  (ANALYZE, BUFFERS)``: a count, independent of the load).
 
 The load average is recorded beside every latency.  Results:
 ``benchmarks/results/bench_single_adds.json``.
@@ -87,6 +89,24 @@ def _groups(store: PostgresStore, ns: Namespace, queries: list[str]) -> dict[str
     }
 
 
+def _stats_buffers(store: PostgresStore, ns: Namespace, queries: list[str]) -> dict[str, float]:
+    """Buffers the database touches to sum each query's terms' ``df`` and bounds over their
+    groups in ``ns`` (what every keyword search and its pruning read first): mean and
+    largest over the queries, from ``EXPLAIN (ANALYZE, BUFFERS)`` -- a count, not a time,
+    so it does not move with the machine's load."""
+    hits = []
+    with store._pool.connection() as conn:
+        for q in queries:
+            plan = conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT q.t, sum(g.df), max(g.max_tf), "
+                "min(g.min_doclen) FROM unnest(%s::text[]) AS q(t) JOIN posting_groups g "
+                "ON g.term = q.t AND g.user_id = %s AND g.agent_id = %s GROUP BY q.t",
+                (sorted(set(tokenize(q))), ns.user_id, ns.agent_id),
+            ).fetchone()[0][0]["Plan"]
+            hits.append(int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"]))
+    return {"mean": round(statistics.fmean(hits), 1), "max": max(hits)}
+
+
 def _search(store: PostgresStore, ns: Namespace, mode: str, queries: list[str]) -> Any:
     return _latency(
         lambda q: store.search(q, ns, 10, mode=mode, touch=False),  # type: ignore[arg-type]
@@ -112,6 +132,7 @@ def run_size(server: str, n: int, embedder: WordLlamaEmbedder) -> dict[str, Any]
                 conn.execute("ANALYZE")
             for label, ns in (("solo", SOLO), ("batch", BATCHED)):
                 out[f"groups_{label}"] = _groups(sql, ns, queries)
+                out[f"stats_buffers_{label}"] = _stats_buffers(sql, ns, queries)
             # alternate the namespaces so that a change of load hits both
             for mode in ("hybrid", "keyword"):
                 for label, ns in (("solo", SOLO), ("batch", BATCHED)):
@@ -175,6 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "groups/term solo mean / max",
             "batch mean / max",
             "group rows solo / batch",
+            "df buffers solo / batch (mean)",
         ],
         [
             [
@@ -188,6 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{r['groups_batch']['per_query_term_mean']} / "
                 f"{r['groups_batch']['per_query_term_max']}",
                 f"{r['groups_solo']['namespace_rows']:,} / {r['groups_batch']['namespace_rows']:,}",
+                f"{r['stats_buffers_solo']['mean']} / {r['stats_buffers_batch']['mean']}",
             ]
             for r in results
         ],
