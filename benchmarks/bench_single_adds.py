@@ -121,7 +121,7 @@ def run_size(server: str, n: int, embedder: WordLlamaEmbedder) -> dict[str, Any]
     url = fresh_database(server, "singles")
     out: dict[str, Any] = {"n": n}
     try:
-        sql = PostgresStore(url, embedder=lookup, search_cache_rows=None)
+        sql = PostgresStore(url, embedder=lookup, search_cache_bytes=None)
         try:
             t0 = time.perf_counter()
             for start in range(0, n, BATCH):
