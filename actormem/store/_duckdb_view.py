@@ -94,9 +94,9 @@ class IndexView:
         if len(vectors) == 1:  # a single write: no chunking and no per-vector arrays
             if not rows.size:
                 return [None]
-            sims = index.cosine_many(rows, vectors, ascending=True)[:, 0]
+            sims = np.nan_to_num(index.cosine_many(rows, vectors, ascending=True)[:, 0], nan=-1.0)
             arg = int(sims.argmax())
-            if sims[arg] < threshold:
+            if not sims[arg] >= threshold:  # NaN is never similar
                 return [None]
             return [(float(sims[arg]), index.records([int(rows[arg])])[0])]
         best_sim = np.full(len(vectors), -1.0, dtype=np.float32)
@@ -105,6 +105,7 @@ class IndexView:
             for start in range(0, len(vectors), 256):
                 chunk = vectors[start : start + 256]
                 sims = index.cosine_many(rows, chunk, ascending=True)  # (rows, chunk)
+                np.nan_to_num(sims, copy=False, nan=-1.0)  # NaN is never the nearest
                 arg = sims.argmax(axis=0)
                 best_sim[start : start + len(chunk)] = sims[arg, np.arange(len(chunk))]
                 best_row[start : start + len(chunk)] = rows[arg]

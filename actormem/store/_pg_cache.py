@@ -106,7 +106,7 @@ import structlog
 from actormem.store._pg_ann import scope_text
 from actormem.store._pg_cache_index import LOAD_COLUMNS, FirstStage, ScopeIndex
 from actormem.store._pg_feed import TRIMMED_KEY, snapshot_unseen, snapshot_xmin
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, read_snapshot, scope_sql
+from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, read_snapshot, scope_sql
 from actormem.store._pg_search import Candidates
 from actormem.store._types import Namespace, SearchFilters
 
@@ -545,7 +545,7 @@ class SearchCache:
                 "AS changed, (SELECT value FROM store_meta WHERE key = %s) AS trimmed, "
                 f"(SELECT count(*) FROM c) + (SELECT count(*) FROM g) AS feed, {_EPOCH} AS epoch) "
                 f"SELECT z.snap, z.changed, z.trimmed, z.feed, z.epoch, {_SELECT_M}, "
-                + ("1 - (m.embedding <=> %s) " if vec_on else "0.0::float8 ")
+                + (f"{cosine_sql('m.embedding')} " if vec_on else "0.0::float8 ")
                 + f"FROM z LEFT JOIN memories m ON m.id = ANY(%s::text[]) AND {where} "
                 f"AND m.deleted_at IS NULL AND m.superseded_by IS NULL"
             )

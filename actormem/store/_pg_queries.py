@@ -47,7 +47,17 @@ from actormem.store._types import (
     check_str_tuple,
 )
 
-__all__ = ["PG_LIVE", "PG_SELECT", "PgQueries", "exact_sql", "read_snapshot", "scope_sql", "vec"]
+__all__ = [
+    "PG_LIVE",
+    "PG_SELECT",
+    "PgQueries",
+    "cosine_sql",
+    "distance_sql",
+    "exact_sql",
+    "read_snapshot",
+    "scope_sql",
+    "vec",
+]
 
 #: The columns :func:`~actormem.store._records.row_to_record` reads, in order.
 PG_SELECT: Final = (
@@ -56,6 +66,24 @@ PG_SELECT: Final = (
     "deleted_at, metadata::text"
 )
 PG_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+
+
+def cosine_sql(col: str = "embedding") -> str:
+    """Cosine of ``col`` to the next ``%s`` parameter, 0 where pgvector gives NaN.
+
+    pgvector's ``<=>`` is NaN when either vector is all zeros (an embedder's
+    answer for text without letters or digits).  NaN compared with a
+    threshold is neither below nor above it and sorts above every number in
+    PostgreSQL, so a zero vector read as NaN could pass for a near duplicate
+    or top a vector ranking; DuckDB's index reads it as 0, and so does this.
+    """
+    return f"coalesce(nullif(1 - ({col} <=> %s), 'NaN'::float8), 0)"
+
+
+def distance_sql(col: str = "embedding") -> str:
+    """Cosine distance of ``col`` to the next ``%s`` parameter, 1 where pgvector gives NaN
+    (:func:`cosine_sql`: a zero vector is at cosine 0)."""
+    return f"coalesce(nullif({col} <=> %s, 'NaN'::float8), 1)"
 
 
 @contextmanager

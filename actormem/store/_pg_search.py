@@ -75,7 +75,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql
+from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, distance_sql, scope_sql
 from actormem.store._types import Namespace, SearchFilters
 
 __all__ = ["Candidates", "collect", "filters_sql", "term_counts", "vector_top"]
@@ -231,12 +231,14 @@ def _vector_sql(
     when ``ann`` names its predicate, else exact (module docstring)."""
     if ann is not None:
         return (
-            f"SELECT id, embedding <=> %s AS d FROM memories WHERE {ann} ORDER BY d LIMIT %s",
-            [qvec, pool],
+            # ordered by the bare operator: the index answers it; the distance read
+            # back is NaN-free (a zero vector is at distance 1, as on DuckDB)
+            f"SELECT id, {distance_sql()} AS d FROM memories WHERE {ann} "
+            "ORDER BY embedding <=> %s LIMIT %s",
+            [qvec, qvec, pool],
         )
     return (
-        "SELECT id, (embedding <=> %s) + 0 AS d FROM memories "
-        f"WHERE {where} ORDER BY d, id LIMIT %s",
+        f"SELECT id, {distance_sql()} AS d FROM memories WHERE {where} ORDER BY d, id LIMIT %s",
         [qvec, *wparams, pool],
     )
 
@@ -450,7 +452,7 @@ def collect(
             *wparams,
             *wparams,
         )
-        cos = "1 - (embedding <=> %s)" if vec_on else "0.0::float8"
+        cos = cosine_sql() if vec_on else "0.0::float8"
         # the rows by primary key, driven by ``nb`` (which also says whose blend is complete)
         s.add(
             f"cs AS (SELECT id, kind, {_NS}, seq, nb.trusted, {cos} AS c, ",
@@ -503,7 +505,7 @@ def collect(
     s.add(f"SELECT {', '.join('m.' + c.strip() for c in PG_SELECT.split(','))}, ")
     _bm25(s, qterms, k1, b, row="m.")
     if vec_on:
-        s.add(", 1 - (m.embedding <=> %s)", qvec)
+        s.add(f", {cosine_sql('m.embedding')}", qvec)
     else:
         s.add(", 0.0::float8")
     s.add(

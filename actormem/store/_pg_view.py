@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem.store._kinds import MERGE_KINDS
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, scope_sql, vec
+from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, distance_sql, scope_sql, vec
 from actormem.store._pg_write import array_text, lock_keys
 from actormem.store._planning import ScopeState, nearest_in
 from actormem.store._records import row_to_record
@@ -167,11 +167,11 @@ class PgView:
         if len(vectors) <= 16:  # one exact top-1 per vector on the tenant's btree
             for v in vectors:
                 row = self._conn.execute(
-                    f"SELECT {PG_SELECT}, 1 - (embedding <=> %s) FROM memories WHERE {where} "
-                    "ORDER BY (embedding <=> %s) + 0, kind <> 'fact', created_at, id LIMIT 1",
+                    f"SELECT {PG_SELECT}, {cosine_sql()} FROM memories WHERE {where} "
+                    f"ORDER BY {distance_sql()}, kind <> 'fact', created_at, id LIMIT 1",
                     (v, *key, v),
                 ).fetchone()
-                if row is None or float(row[18]) < threshold:
+                if row is None or not float(row[18]) >= threshold:  # NaN: not similar
                     out.append(None)
                 else:
                     out.append((float(row[18]), row_to_record(row[:18])))

@@ -480,6 +480,7 @@ def nearest_in(
         for start in range(0, len(queries), 256):
             chunk = queries[start : start + 256]
             sims = rows_vectors @ chunk.T  # (rows, chunk)
+            np.nan_to_num(sims, copy=False, nan=-1.0)  # NaN is never the nearest
             arg = sims.argmax(axis=0)
             best_sim[start : start + len(chunk)] = sims[arg, np.arange(len(chunk))]
             best_row[start : start + len(chunk)] = arg
