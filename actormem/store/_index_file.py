@@ -104,9 +104,11 @@ _ROW_ARRAYS: Final = ("alive", "kind", "importance", "access", "last", "created"
 K = TypeVar("K")
 _PREFIX: Final = struct.Struct("<16sQI")
 _ALIGN: Final = 64
-#: 3: sections' checksums are XXH3-64 (2: CRC-32; still read, see section_sum).
-FORMAT: Final = 3
-_READS: Final = (2, 3)
+#: 3: sections' checksums are XXH3-64 (2: CRC-32, see section_sum).  4: BM25 terms
+#: are cut to ``MAX_TERM_CHARS`` (:mod:`actormem.store._tokenize`); a file of an
+#: older format may hold longer terms, so it is not read: the store rebuilds.
+FORMAT: Final = 4
+_READS: Final = (4,)
 
 
 class SnapshotError(Exception):

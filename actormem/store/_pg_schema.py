@@ -54,6 +54,7 @@ from actormem.store._pg_feed import add_change_feed
 from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._pg_open_groups import share_small_groups
+from actormem.store._pg_terms import cap_stored_terms
 from actormem.store._types import SchemaVersionError, StoreError
 
 __all__ = [
@@ -588,6 +589,7 @@ def ensure_schema(conn: Any, dim: int, where: str) -> tuple[int, int]:
                     f"failed (nothing was changed): {exc}"
                 ) from exc
             conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version + 1,))
+        cap_stored_terms(conn, found == 0, where)
     if found < PG_SCHEMA_VERSION:
         log.info("store.schema_migrated", where=where, old=found, new=PG_SCHEMA_VERSION)
     return found, PG_SCHEMA_VERSION

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from actormem._pace import pace
 from actormem.store._types import MemoryRecord
 
-__all__ = ["STOPWORDS", "Prepared", "prepare", "tokenize"]
+__all__ = ["MAX_TERM_CHARS", "STOPWORDS", "Prepared", "prepare", "tokenize"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -38,6 +38,18 @@ very was we were what when where which while who whom why will with would you yo
 yourself yourselves s t d ll m re ve don didn doesn isn wasn
 """
 STOPWORDS: Final = frozenset(_STOPWORDS_TEXT.split())
+
+#: A term is cut to its first this many characters (after stemming).  Without
+#: a cap a long unbroken run of letters and digits (a hex blob, a signed URL's
+#: token) became one term: PostgreSQL refused the whole batch holding it (a
+#: btree key is at most 2,704 bytes) while DuckDB stored it.  Cut rather than
+#: dropped: a query holding the same long run is cut the same way, so it still
+#: finds the memory by keyword; two runs sharing their first 64 characters
+#: share a term, which only makes BM25 a little less sharp for them.  64 keeps
+#: a SHA-256 hex digest whole.  Changing it changes the terms of stored texts:
+#: DuckDB's index snapshot format and the PostgreSQL term repair
+#: (:mod:`actormem.store._pg_terms`) name the cap they were written with.
+MAX_TERM_CHARS: Final = 64
 
 
 def _stem(word: str) -> str:
@@ -74,7 +86,7 @@ class _TermCache(dict[str, str]):
     def __missing__(self, word: str) -> str:
         if len(self) >= _TERM_CACHE_SIZE:
             self.clear()
-        term = self[word] = "" if word in STOPWORDS else _stem(word)
+        term = self[word] = "" if word in STOPWORDS else _stem(word)[:MAX_TERM_CHARS]
         return term
 
 
@@ -91,7 +103,8 @@ def tokenize(text: str) -> list[str]:
     """Split ``text`` into BM25 terms: casefolded words and numbers, no stopwords.
 
     Digits are kept (``"item4242"`` stays one term), underscores split words,
-    plurals and ``-ing``/``-ed`` endings are stripped (:func:`_stem`).
+    plurals and ``-ing``/``-ed`` endings are stripped (:func:`_stem`), and a term is
+    cut to :data:`MAX_TERM_CHARS` characters.
     """
     return [t for t in map(_TERMS.__getitem__, _TOKEN_RE.findall(text.casefold())) if t]
 

@@ -22,6 +22,7 @@ import structlog
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, MemoryRecord, Namespace, NewMemory, SearchFilters
 from actormem.store import _index_file as index_file
+from actormem.store import _tokenize as tokenize_mod
 from actormem.store._index_keys import KeyRows
 
 ALICE = Namespace(user_id="alice", agent_id="bot")
@@ -145,24 +146,35 @@ def test_writes_after_a_loaded_snapshot_reach_the_next_one(tmp_path: Path) -> No
     assert after == _rebuilt_answers(path, tmp_path)
 
 
-def test_a_format_2_snapshot_with_crc32_sums_still_loads(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("old", [2, 3])
+def test_a_snapshot_from_before_the_term_cap_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: int
 ) -> None:
-    """Format 3 changed the sections' checksums to XXH3; an older snapshot is not rebuilt."""
+    """Format 4 cut terms to ``MAX_TERM_CHARS``: an older snapshot may hold a longer term
+    (which a query, cut now, would never match), so it is rebuilt, never loaded."""
     path = tmp_path / "m.duckdb"
+    long_run = "ab12" * 40  # one 160-character term before the cap
     with monkeypatch.context() as m:
-        m.setattr(index_file, "FORMAT", 2)
+        m.setattr(index_file, "FORMAT", old)
+        m.setattr(tokenize_mod, "MAX_TERM_CHARS", 10_000)
+        m.setattr(tokenize_mod, "_TERMS", tokenize_mod._TermCache())
         with _open(path) as store:
             _fill(store)
-            before = _answers(store)
-    mapped = index_file.map_sections(str(path) + ".index", index_file._MAGIC, index_file._Header)
-    assert mapped.header.format == 2
-    vecs = next(s for s in mapped.sections if s.name == "vecs")
-    assert vecs.crc == zlib.crc32(mapped.parts["vecs"])
+            store.add(ALICE, f"the signed token is {long_run}")
+        m.setattr(index_file, "_READS", (old,))  # the file as it was written
+        mapped = index_file.map_sections(
+            str(path) + ".index", index_file._MAGIC, index_file._Header
+        )
+    assert mapped.header.format == old
+    if old == 2:
+        vecs = next(s for s in mapped.sections if s.name == "vecs")
+        assert vecs.crc == zlib.crc32(mapped.parts["vecs"])
     with structlog.testing.capture_logs() as logs, _open(path) as store:
-        assert _loaded(store)
-        assert not _events(logs, "store.index_snapshot_rebuilt")
-        assert _answers(store) == before
+        assert not _loaded(store)
+        assert _events(logs, "store.index_snapshot_rebuilt")
+        hits = store.search(long_run, ALICE, 1, touch=False)
+        assert hits and hits[0].memory.content.endswith(long_run) and hits[0].bm25 > 0
+        assert _answers(store) == _rebuilt_answers(path, tmp_path)
 
 
 def _truncate(snapshot: Path, stash: Path) -> None:
