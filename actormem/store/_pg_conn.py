@@ -11,7 +11,7 @@ SQL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 from actormem._dsn import redact_dsn
@@ -63,14 +63,28 @@ def _as_url(params: dict[str, str]) -> str:
     return f"postgresql://{netloc}/{quote(db, safe='')}" + (f"?{query}" if query else "")
 
 
+#: SQLSTATEs outside class 08 that end the session: an administrator's or a
+#: crash's shutdown, a server still starting (57P01-57P03).
+_ENDED: Final = frozenset({"57P01", "57P02", "57P03"})
+
+
 def is_lost(pg: Any, exc: BaseException, conn: Any = None) -> bool:
     """Whether ``exc`` means the connection is gone (``pg``: the psycopg module).
 
-    An operational or interface error, a pool that gave no connection in
-    time, or an error on a connection that is now closed or broken.
+    Lost: a connection exception (SQLSTATE class 08), a shutdown that ends the
+    session (57P01-57P03), an operational error with no SQLSTATE (the client
+    found the socket broken: no server answered it), an interface error (the
+    connection is closed), a pool that gave no connection in time, or any
+    error on a connection that is now closed or broken.  Not lost: whatever
+    else the server answered -- a value past a limit (54000), a full disk
+    (53100), a cancelled statement (57014) -- retrying those only repeats the
+    refusal, and calling them "connection lost" hides what is wrong.
     """
-    return (
-        isinstance(exc, pg.OperationalError | pg.InterfaceError)
-        or type(exc).__name__ == "PoolTimeout"
-        or (conn is not None and bool(conn.closed or conn.broken))
-    )
+    if conn is not None and bool(conn.closed or conn.broken):
+        return True
+    if type(exc).__name__ == "PoolTimeout" or isinstance(exc, pg.InterfaceError):
+        return True
+    if isinstance(exc, pg.OperationalError):
+        state = getattr(exc, "sqlstate", None)
+        return state is None or state.startswith("08") or state in _ENDED
+    return False
