@@ -165,6 +165,8 @@ class PostgresSession:
         self._t = sql.Identifier(table)
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
+        #: The server process of ``_conn`` and when it started (see :meth:`_end_orphan`).
+        self._backend: tuple[int, Any] | None = None
         self._pid = os.getpid()
         self._closed = False
         self._versions: dict[str, int] = {}
@@ -203,15 +205,43 @@ class PostgresSession:
             conn: psycopg.Connection[Any] = self._pg.connect(
                 self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
             )
+            row = conn.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            ).fetchone()
         except self._pg.Error as exc:
             raise SessionStorageError(
                 f"cannot connect to the sessions database {self.url}: {first_line(exc)}"
             ) from None
         self._conn = conn
+        self._backend = None if row is None else (int(row[0]), row[1])
         return conn
 
+    def _end_orphan(self, conn: psycopg.Connection[Any], orphan: tuple[int, Any] | None) -> None:
+        """End the server process of a connection this object lost, and wait until it has.
+
+        Losing the client's side of a connection does not stop its server
+        process: a save may still be running there (waiting on a row lock, say)
+        and commit later.  Checking the save's id before that process ends could
+        miss a commit still to come, and a retry would then queue behind it and
+        fail its version check (or, overwriting, count the save twice).  Matched
+        by process id and start time, so a later process reusing the id is left
+        alone.  Waits up to 5 s; a process still there by then makes the outcome
+        unknowable and raises.
+        """
+        if orphan is None:
+            return
+        row = conn.execute(
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+            "WHERE pid = %s AND backend_start = %s",
+            orphan,
+        ).fetchone()
+        if row is not None and not row[0]:
+            raise SessionStorageError(
+                f"the server process {orphan[0]} of the lost connection did not end within 5 s"
+            )
+
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._backend = self._conn, None, None
         if conn is not None:
             try:
                 conn.close()
@@ -347,17 +377,22 @@ class PostgresSession:
                     break
                 except self._pg.Error as exc:
                     lost = self._lost(exc)
+                    orphan = self._backend
                     self._drop()
                     failed = f"sessions database {self.url}: saving session {sid!r} failed"
                     if not lost:  # the server refused the statement: rolled back
                         raise SessionStorageError(
                             f"{failed}: {first_line(exc)}; the stored session is unchanged"
                         ) from None
-                    # Did the commit happen before the connection died?  The save_id says.
+
+                    # Did the save commit?  Once its server process has ended (it
+                    # may run on without us), the save_id says.
+                    def settled(c: psycopg.Connection[Any], gone: Any = orphan) -> Any:
+                        self._end_orphan(c, gone)
+                        return self._saved(c, sid, save_id)
+
                     try:
-                        row = self._run(
-                            "checking a save", lambda c: self._saved(c, sid, save_id), retry=True
-                        )
+                        row = self._run("checking a save", settled, retry=True)
                     except SessionStorageError as check:
                         raise SessionStorageError(
                             f"{failed} (connection lost: {first_line(exc)}) and whether it "
