@@ -508,6 +508,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 weights=weights,
                 rerank=rerank,
                 records=lambda top: [self._live_record(int(r)) for r in crow[top]],
+                ids=lambda pos: [self._live_record(int(r)).id for r in crow[pos]],
                 doc_freq=self._doc_freq,
                 n_docs=self._live,
                 shown_cosine=shown_cos,

@@ -674,6 +674,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
             weights=self._weights,
             rerank=rerank,
             records=lambda top: [record(int(i)) for i in top],
+            ids=lambda pos: [ids[int(i)] for i in pos],
             doc_freq=doc_freq,
             n_docs=cands.n_docs,
             shown_cosine=shown_cos if use_vec else None,

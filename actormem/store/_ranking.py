@@ -7,6 +7,14 @@ in-memory index, PostgreSQL with SQL).  :func:`rank_candidates` turns them
 into the final order: the fusion of :class:`~actormem.store.SearchConfig`
 (weighted scores or reciprocal ranks), the blend with seed 000's relevance,
 then in hybrid mode the second stage (:mod:`actormem.store._rerank`).
+
+Ties are settled here, once for every backend: equal scores are ordered by
+memory id (:func:`_ties_by_id`), and in reciprocal-rank fusion candidates
+whose retriever scores are equal share that retriever's rank
+(:func:`_shared_ranks`).  Each backend finds its candidates in its own order
+(DuckDB's rows, a table's heap, a cached copy's), so leaving ties to a stable
+sort returned different memories at the limit on DuckDB, PostgreSQL's SQL
+path and its search cache.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ def rank_candidates(
     n_docs: int,
     shown_cosine: F64 | None = None,
     shown_bm25: F64 | None = None,
+    ids: Callable[[I64], list[str]] | None = None,
 ) -> list[Scored]:
     """The best ``limit`` candidates, best first.
 
@@ -94,6 +103,8 @@ def rank_candidates(
         shown_cosine: The cosines to report in the hits when ``cosine`` is not
             the memory's own (blended with its neighbouring episodes').
         shown_bm25: The same for ``bm25``.
+        ids: The memory ids of candidate positions: equal final scores are
+            ordered by id (asked only for the positions of such ties).
     """
     wv = config.vector_weight if use_vec else 0.0
     wk = config.keyword_weight if use_kw else 0.0
@@ -101,6 +112,7 @@ def rank_candidates(
         wv, wk = (1.0, 0.0) if use_vec else (0.0, 1.0)
     if config.method == "rrf":
         k = config.rrf_k
+        vec_rank, kw_rank = _shared_ranks(vec_rank, cosine), _shared_ranks(kw_rank, bm25)
         fused = np.where(vec_rank > 0, wv / (k + vec_rank), 0.0) + np.where(
             kw_rank > 0, wk / (k + kw_rank), 0.0
         )
@@ -113,6 +125,8 @@ def rank_candidates(
     rw = config.relevance_weight
     final = (1.0 - rw) * fused + rw * rel
     ranked = np.argsort(-final, kind="stable")
+    if ids is not None:
+        ranked = _ties_by_id(ranked, final, ids, max(limit, rerank.depth if rerank else 0))
     order = ranked[:limit]
     extra = None
     if rerank is not None and use_vec and use_kw:  # second stage (exact or approx)
@@ -121,6 +135,8 @@ def rank_candidates(
         extra = rerank.apply(top, recs, fused, rel, wv + wk, doc_freq, n_docs)
         order, fused, final = extra.order[:limit], fused.copy(), final.copy()
         fused[extra.order], final[extra.order] = extra.fused, extra.final
+        if ids is not None:
+            order = _ties_by_id(extra.order, final, ids, limit)[:limit]
     out_bm25 = bm25 if shown_bm25 is None else shown_bm25
     out_cos = cosine if shown_cosine is None else shown_cosine
     return [
@@ -137,3 +153,43 @@ def rank_candidates(
         )
         for j, i in enumerate(order)
     ]
+
+
+def _ties_by_id(order: I64, score: F64, ids: Callable[[I64], list[str]], upto: int) -> I64:
+    """``order`` (best first by ``score``) with each run of equal scores that starts in
+    the first ``upto`` positions sorted by memory id; the ids of other runs are never
+    asked for (exact ties are rare: most searches ask none)."""
+    s = score[order]
+    eq = np.flatnonzero(s[1:] == s[:-1])  # i: positions i and i + 1 tie
+    eq = eq[eq < upto]
+    if not eq.size:
+        return order
+    out = order.copy()
+    n = order.size
+    i = 0
+    while i < eq.size:
+        start = int(eq[i])
+        end = start + 1
+        while end < n and s[end] == s[start]:
+            end += 1
+        run = order[start:end]
+        keys = ids(run)
+        out[start:end] = run[sorted(range(len(keys)), key=keys.__getitem__)]
+        i = int(np.searchsorted(eq, end))
+    return out
+
+
+def _shared_ranks(rank: F64, score: F64) -> F64:
+    """Ranks (1-based, 0: not ranked) where ranked candidates of equal ``score`` share the
+    best rank among them: who of a tie a retriever listed first says nothing."""
+    ranked = rank > 0
+    if int(ranked.sum()) < 2:
+        return rank
+    values, inverse = np.unique(score[ranked], return_inverse=True)
+    if values.size == int(ranked.sum()):
+        return rank
+    best = np.full(values.size, np.inf)
+    np.minimum.at(best, inverse, rank[ranked])
+    out = rank.copy()
+    out[ranked] = best[inverse]
+    return out
