@@ -28,14 +28,22 @@ deduplicated by message id, saves, flushes); otherwise it raises
 :class:`AgentRestartedError`, as does the first call of a handle whose
 unacknowledged changes were lost.
 
+**Events and idle agents.**  The handle's ``events``, ``stream`` and
+``subscribe`` long-poll the actor's numbered event buffer (ordered, nothing
+dropped while connected: ``_events``).  ``idle_release=seconds`` saves and
+ends an agent's actor after that long without a call; the next call
+re-creates it from its session, losing nothing.
+
 The modules: ``_spec`` (identity, backend checks, errors), ``_calls`` (the
 forwarded calls and their failover behaviour), ``_host`` (the actor),
-``_handle`` (the handle and the session storage a ``ReActAgent`` uses).
+``_events`` (the event buffer and the subscriber's pump), ``_handle`` (the
+handle and the session storage a ``ReActAgent`` uses).
 """
 
 from __future__ import annotations
 
 from actormem.cluster._calls import CALLS, NOT_FORWARDED
+from actormem.cluster._events import EventsLostError
 from actormem.cluster._handle import RemoteJournal, RemoteRuntime, RemoteSessions
 from actormem.cluster._spec import (
     RAY_NAMESPACE,
@@ -54,6 +62,7 @@ __all__ = [
     "AgentSpec",
     "ClusterConfigError",
     "ClusterError",
+    "EventsLostError",
     "RemoteJournal",
     "RemoteRuntime",
     "RemoteSessions",

@@ -33,7 +33,12 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import reactivex
+from reactivex import abc as rx_abc
+from reactivex.disposable import Disposable
+
 from actormem.cluster._calls import ASYNC_TWINS, CALLS, Call
+from actormem.cluster._events import GROUP, EventPump
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import (
     RAY_NAMESPACE,
@@ -45,6 +50,7 @@ from actormem.cluster._spec import (
     check_backends,
     make_spec,
 )
+from actormem.events import Event
 from actormem.runtime import RUNTIME, MemoryRuntime
 from actormem.session import SessionError, SessionInfo
 
@@ -71,7 +77,8 @@ def _ray() -> Any:
 
 @functools.cache
 def _host_class() -> Any:
-    return _ray().remote(MemoryHost)
+    # The agent's calls run one at a time; event polls wait in a group of their own.
+    return _ray().remote(concurrency_groups={GROUP: 16})(MemoryHost)
 
 
 def _lost_errors() -> tuple[type[BaseException], ...]:
@@ -126,6 +133,7 @@ class RemoteRuntime:
         store: str | os.PathLike[str] | None = None,
         sessions: str | os.PathLike[str] | None = None,
         write_through: bool = False,
+        idle_release: float | None = None,
         max_restarts: int = -1,
         failover_timeout: float = 120.0,
         actor_options: Mapping[str, Any] | None = None,
@@ -146,6 +154,10 @@ class RemoteRuntime:
             write_through: acknowledge every call as it returns (the session
                 is saved after each short-term change, ``record`` flushes)
                 instead of at ``flush()``/``save_session()`` only.
+            idle_release: seconds without a call after which the actor saves
+                everything and exits (its memory freed); the next call of any
+                handle creates it again from its session.  None: never.
+                The settings of the caller that created the actor apply.
             max_restarts: Ray restarts of the actor (-1: no limit).
             failover_timeout: how long a call waits for a restarted actor.
             actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
@@ -175,7 +187,9 @@ class RemoteRuntime:
                 "RemoteRuntime.connect(failover_timeout=...) must be seconds from 0 to a day, "
                 f"got {failover_timeout!r}"
             )
-        spec = make_spec(session_id, namespace, store, sessions, write_through, options)
+        spec = make_spec(
+            session_id, namespace, store, sessions, write_through, options, idle_release
+        )
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         check_backends(spec, nodes)
         connect = {
@@ -256,6 +270,38 @@ class RemoteRuntime:
     def acknowledged(self) -> bool:
         """Whether this handle has no unacknowledged changes (see :meth:`flush`)."""
         return not self._dirty
+
+    # -- event streams ----------------------------------------------------------------
+
+    @property
+    def events(self) -> reactivex.Observable[Event]:
+        """Every event of the agent's runtime, as an Observable (long-polled from the actor).
+
+        Each subscription is registered before ``subscribe`` returns; from then
+        on nothing is dropped while it stays connected, in the order the
+        runtime published.  Delivered on a thread of the subscription's own.
+        """
+        return self._observable(None)
+
+    def stream(self, *sources: str) -> reactivex.Observable[Event]:
+        """The events of the named actors only (e.g. ``stream("short_term")``)."""
+        wanted = frozenset(sources)
+        return self._observable(lambda e: e.source in wanted)
+
+    def subscribe(
+        self, on_next: Callable[[Event], Any], *event_types: type[Event]
+    ) -> rx_abc.DisposableBase:
+        """Call ``on_next`` for every event (or only those of ``event_types``)."""
+        types = tuple(event_types)
+        accept = (lambda e: isinstance(e, types)) if types else None
+        return self._observable(accept).subscribe(on_next)
+
+    def _observable(self, accept: Callable[[Event], bool] | None) -> reactivex.Observable[Event]:
+        def start(observer: rx_abc.ObserverBase[Event], scheduler: Any = None) -> Disposable:
+            pump = EventPump(self, accept, observer)
+            return Disposable(pump.dispose)
+
+        return reactivex.create(start)
 
     def where(self) -> dict[str, Any]:
         """The Ray node id and process id hosting the agent now, and its incarnation."""
@@ -418,9 +464,8 @@ class RemoteRuntime:
         exc: BaseException,
     ) -> tuple[str, Any]:
         """The actor was lost during ``name``: resend it to the restarted one, or say so."""
-        if not call.retry:
+        if not call.retry and not self._was_released():
             self._restarted()
-            self._reach_again()
             raise AgentRestartedError(
                 f"the agent {self.session_id!r} was lost while {name}() ran "
                 f"({type(exc).__name__}); it may or may not have taken effect, and changes "
@@ -432,6 +477,22 @@ class RemoteRuntime:
             lambda: self._actor.call.remote(name, args, kwargs, expect, True), name, first=exc
         )
         return result
+
+    def _was_released(self) -> bool:
+        """Whether the incarnation this handle talked to ended by an idle release.
+
+        Then a call that found it gone never ran (the release ran between
+        calls and saved everything), so it may be sent again.
+        """
+        mine = self._incarnation
+        if mine is None:
+            return False
+        self._reach_again()
+        try:
+            released: list[str] = self._attempt(lambda: self._actor.released.remote(), "released")
+        except ClusterError:
+            return False
+        return mine in released
 
     def _attempt(
         self, send: Callable[[], Any], name: str, first: BaseException | None = None

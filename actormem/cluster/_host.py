@@ -23,6 +23,18 @@ incarnation it expects, and an actor that is another one refuses the call
 (:class:`AgentRestartedError`, nothing done), so a handle never mistakes a
 restarted agent for the one it was talking to.
 
+**Events**: the runtime's events are kept numbered in an
+:class:`~actormem.cluster._events.EventBuffer` that subscribers in other
+processes long-poll (``events_poll`` runs in its own concurrency group).
+
+**Idle release** (``spec.idle_release``): after that long without a call,
+the actor queues a release to itself (so it runs between calls, never
+during one), which flushes, saves the session, closes the runtime and ends
+the process.  The session records the released incarnation: a handle whose
+changes were on it lost nothing, and the re-created actor accepts it; a
+call that was queued behind the release never ran, so the handle sends it
+again.
+
 A session id names one agent: the session keeps the owner's namespace
 (component ``cluster``), and an actor for another namespace refuses to
 start from it, so two namespaces never share a session.
@@ -35,6 +47,7 @@ drops them.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from typing import Any
@@ -42,6 +55,7 @@ from typing import Any
 import structlog
 
 from actormem.cluster._calls import CALLS
+from actormem.cluster._events import EventBuffer
 from actormem.cluster._spec import AgentRestartedError, AgentSpec, ClusterConfigError
 from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
@@ -54,6 +68,8 @@ log = structlog.get_logger(__name__)
 #: Session component naming the namespace whose agent the session is: a session
 #: id is one PostgreSQL row, so two namespaces must never share one.
 OWNER = "cluster"
+#: Released incarnations a session remembers.
+_KEEP_RELEASED = 16
 
 
 class MemoryHost:
@@ -65,17 +81,27 @@ class MemoryHost:
         self._last_call = time.monotonic()
         #: other components of the agent's session (name -> state), written back on every save
         self._extras: dict[str, Any] = {}
+        #: incarnations that ended by an idle release (everything saved): their callers lost nothing
+        self._released: list[str] = []
+        self._closed = False
+        self._watch_stop = threading.Event()
         kwargs: dict[str, Any] = dict(spec.options)
         if spec.store is not None:
             kwargs["store"] = spec.store
         if spec.sessions is not None:
             kwargs["sessions"] = spec.sessions
         self._rt = MemoryRuntime(namespace=spec.namespace, **kwargs)
+        self._buffer = EventBuffer()
+        self._rt.events.subscribe(self._buffer.append)
         try:
             self.restored = self._restore()
         except BaseException:
             self._rt.close()
             raise
+        if spec.idle_release is not None:
+            threading.Thread(
+                target=self._watch_idle, args=(spec.idle_release,), daemon=True, name="idle-release"
+            ).start()
         log.info(
             "cluster.agent_started",
             session_id=spec.session_id,
@@ -86,13 +112,16 @@ class MemoryHost:
 
     def _restore(self) -> bool:
         sid = self._spec.session_id
-        mine = {"namespace": list(self._spec.namespace.key())}
+        mine: dict[str, Any] = {"namespace": list(self._spec.namespace.key()), "released": []}
         storage = self._rt.session
         if not storage.exists(sid):
             self._extras = {OWNER: mine}
             return False
         stored = self._owned(sid)
         found = self._rt.load_session(sid)
+        released = stored.get(OWNER, {}).get("released", [])
+        self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
+        mine["released"] = self._released
         self._extras = {**{k: v for k, v in stored.items() if k != RUNTIME}, OWNER: mine}
         return found
 
@@ -143,6 +172,7 @@ class MemoryHost:
         return {
             "incarnation": self.incarnation,
             "restored": self.restored,
+            "released": list(self._released),
             "namespace": rt.namespace,
             "long_term_mode": rt.long_term_mode,
             "compressor_enabled": rt.compressor_enabled,
@@ -176,7 +206,20 @@ class MemoryHost:
             AttributeError: ``name`` is not a forwarded call.
         """
         self._last_call = time.monotonic()
-        if expect is not None and expect != self.incarnation:
+        try:
+            return self._call(name, args, kwargs, expect, retry)
+        finally:
+            self._last_call = time.monotonic()  # idle counts from the end of a call
+
+    def _call(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        expect: str | None,
+        retry: bool,
+    ) -> tuple[str, Any]:
+        if expect is not None and expect != self.incarnation and expect not in self._released:
             raise AgentRestartedError(
                 f"the agent {self._spec.session_id!r} restarted from its last acknowledged "
                 f"state (incarnation {self.incarnation[:8]}, the caller expected "
@@ -283,11 +326,72 @@ class MemoryHost:
             "idle_seconds": time.monotonic() - self._last_call,
         }
 
+    # -- event streams (polled in their own concurrency group) ---------------------------
+
+    def events_register(self) -> tuple[str, int]:
+        """A new subscriber: its id and the number its events start after."""
+        return self._buffer.register()
+
+    def events_poll(self, sub: str, after: int, wait: float) -> list[tuple[int, Any]]:
+        """The events after number ``after`` (long poll; see ``_events``)."""
+        return self._buffer.poll(sub, after, wait)
+
+    def events_unregister(self, sub: str) -> None:
+        """The subscriber is gone."""
+        self._buffer.unregister(sub)
+
+    def released(self) -> list[str]:
+        """The incarnations that ended by an idle release, oldest first."""
+        return list(self._released)
+
+    def _watch_idle(self, seconds: float) -> None:
+        """Queue a release to this actor once it has had no call for ``seconds``."""
+        period = min(max(seconds / 4, 0.05), 5.0)
+        asked = 0.0
+        while not self._watch_stop.wait(period):
+            idle = time.monotonic() - self._last_call
+            if idle >= seconds and asked != self._last_call:
+                asked = self._last_call
+                try:
+                    import ray
+
+                    me = ray.get_runtime_context().current_actor
+                    me.release_if_idle.remote()
+                except Exception as exc:  # the watcher must not die: try again later
+                    log.warning("cluster.idle_release_not_queued", error=repr(exc))
+
+    def release_if_idle(self) -> bool:
+        """Save everything and end the actor if it is still idle (queued by the watcher).
+
+        Runs between calls like any call, so no call is cut short; one queued
+        after it never runs and its handle sends it to the re-created actor.
+        """
+        seconds = self._spec.idle_release
+        if seconds is None or time.monotonic() - self._last_call < seconds or self._closed:
+            return False
+        if self._buffer.connected():  # a subscriber is listening: the agent stays
+            return False
+        self._rt.flush()
+        self._released = [*self._released, self.incarnation][-_KEEP_RELEASED:]
+        self._extras[OWNER] = {**self._extras[OWNER], "released": self._released}
+        self._save()
+        log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)
+        self._close()
+        import ray
+
+        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
+        return True  # not reached: exit_actor raises
+
+    def _close(self, timeout: float | None = 120) -> None:
+        self._closed = True
+        self._watch_stop.set()
+        self._rt.close(timeout)
+
     def shutdown(self, timeout: float | None = 120) -> str:
         """Flush, save the session and close the runtime; answer where it was saved."""
         self._rt.flush(timeout)
         where = self._save()
-        self._rt.close(timeout)
+        self._close(timeout)
         return where
 
     def stop(self, timeout: float | None = 120) -> str:

@@ -85,6 +85,10 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
         write_through: save the session after every call that changes the
             short-term memory, and flush after every ``record``, before it
             returns (every returned call is then acknowledged).
+        idle_release: seconds without a call after which the actor saves
+            everything (flush + session) and exits, freeing its node's memory;
+            the next call of any handle creates it again from the session.
+            None: it stays until ``stop()``.
         options: the other ``MemoryRuntime`` keyword arguments.
     """
 
@@ -93,6 +97,7 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
     store: str | None = None
     sessions: str | None = None
     write_through: bool = False
+    idle_release: float | None = None
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def identity(self) -> tuple[tuple[str, str, str, str], str]:
@@ -107,6 +112,7 @@ def make_spec(
     sessions: str | os.PathLike[str] | None,
     write_through: bool,
     options: dict[str, Any],
+    idle_release: float | None = None,
 ) -> AgentSpec:
     """Check the arguments of ``RemoteRuntime.connect`` where they enter.
 
@@ -122,6 +128,15 @@ def make_spec(
     if not isinstance(write_through, bool):
         raise ClusterConfigError(
             f"RemoteRuntime.connect(write_through=...) must be a bool, got {write_through!r}"
+        )
+    if idle_release is not None and (
+        not isinstance(idle_release, int | float)
+        or isinstance(idle_release, bool)
+        or not 0 < idle_release <= 7 * 86_400
+    ):
+        raise ClusterConfigError(
+            "RemoteRuntime.connect(idle_release=...) must be None or seconds from 0 to a week, "
+            f"got {idle_release!r}"
         )
     for what, value in (("store", store), ("sessions", sessions)):
         if value is not None and not isinstance(value, str | os.PathLike):
@@ -140,6 +155,7 @@ def make_spec(
         store=None if store is None else os.fspath(store),
         sessions=None if sessions is None else os.fspath(sessions),
         write_through=write_through,
+        idle_release=None if idle_release is None else float(idle_release),
         options=dict(options),
     )
 

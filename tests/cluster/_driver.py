@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -26,7 +27,14 @@ from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actormem.agent import ReActAgent
-from actormem.cluster import ClusterConfigError, ClusterError, RemoteRuntime
+from actormem.cluster import (
+    RAY_NAMESPACE,
+    ClusterConfigError,
+    ClusterError,
+    RemoteRuntime,
+    actor_name,
+)
+from actormem.events import MessageAdded
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.models.scripted import ScriptedModel
@@ -192,6 +200,48 @@ def main(pg: str, out: str, tmp: str) -> None:
     kill_node(cluster, worker2)
     res["carol_after_kill"] = error_of(carol.messages)
     res["carol_texts"] = texts(carol)
+
+    # -- the agent's events reach a subscriber in this (another) process, in order ------
+    erin = agent("erin-s1", Namespace(user_id="erin"), pg)
+    got: list[str] = []
+    enough = threading.Event()
+
+    def seen(event: Any) -> None:
+        got.append(event.msg.text)
+        if len(got) >= 60:
+            enough.set()
+
+    sub = erin.subscribe(seen, MessageAdded)
+    for i in range(30):
+        erin.add(Msg.user(f"e{i}"))
+    erin.add([Msg.user(f"e{i}") for i in range(30, 60)])
+    res["events_all_arrived"] = enough.wait(60)
+    sub.dispose()
+    res["events"] = got
+    erin.stop()
+
+    # -- idle release: saved and gone after a quiet second, back on the next call -------
+    dave = agent("dave-s1", Namespace(user_id="dave"), pg, idle_release=1.0)
+    dave_pid = dave.where()["pid"]
+    dave.add(Msg.user("Remember me."))  # not flushed: the release saves it
+    name = actor_name(dave._spec)
+    deadline = time.monotonic() + 60
+    while True:  # Ray gives no event for an actor's exit: poll its name, bounded
+        try:
+            ray.get_actor(name, namespace=RAY_NAMESPACE)
+        except ValueError:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("the idle agent was not released within 60 s")
+        time.sleep(0.1)
+    res["dave_released_s"] = 60 - (deadline - time.monotonic())
+    # record() is never resent after a crash; the released actor never ran it: resent
+    dave.record([Msg.user("My dog is called Rex.")])
+    dave.flush()
+    res["dave_texts"] = texts(dave)
+    res["dave_new_process"] = dave.where()["pid"] != dave_pid
+    res["dave_rex"] = [h.memory.content for h in dave.retrieve("Rex", 3)]
+    dave.stop()
 
     # -- a stopped agent is re-created from its session by the next call ---------------
     alice.stop()

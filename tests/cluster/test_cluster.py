@@ -139,6 +139,19 @@ def test_with_write_through_every_returned_call_survives_the_node(run: dict[str,
     assert run["carol_texts"] == ["one", "two", "three"]
 
 
+def test_events_reach_a_subscriber_in_another_process_in_order(run: dict[str, Any]) -> None:
+    assert run["events_all_arrived"]
+    assert run["events"] == [f"e{i}" for i in range(60)]
+
+
+def test_an_idle_agent_is_released_and_comes_back_with_everything(run: dict[str, Any]) -> None:
+    assert run["dave_new_process"]
+    # the add was not flushed: the release saved it; the record queued behind the
+    # release never ran there and was sent to the re-created actor, once
+    assert run["dave_texts"] == ["Remember me."]
+    assert sum("Rex" in h for h in run["dave_rex"]) >= 1
+
+
 def test_a_stopped_agent_is_restored_from_its_session_on_the_next_connect(
     run: dict[str, Any],
 ) -> None:
@@ -154,6 +167,7 @@ def test_the_run_stays_small(run: dict[str, Any]) -> None:
     # not a timing assertion: a record of the cost, printed with -s / -rA
     print(
         f"cluster up {run['cluster_up_s']:.1f}s, first connect {run['first_connect_s']:.1f}s, "
-        f"failover {run['failover_s']:.1f}s, whole run {run['total_s']:.1f}s, "
+        f"failover {run['failover_s']:.1f}s, idle release seen after "
+        f"{run['dave_released_s']:.1f}s, whole run {run['total_s']:.1f}s, "
         f"one agent's actor {run['actor_rss_mb']:.0f} MB resident"
     )

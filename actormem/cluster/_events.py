@@ -1,0 +1,214 @@
+"""Event streams of a remote agent: a sequence-numbered buffer in the actor,
+long-polled by each subscriber in its own process.
+
+Ray has no push to a driver, so the actor keeps its runtime's events in
+order, numbered, and each subscriber asks for "everything after n", waiting
+up to a second for something new (a long poll, in a concurrency group of
+its own so it never holds up the agent's calls).  An event is kept until
+every connected subscriber has asked past it: **nothing is dropped while a
+subscriber is connected**, and the order is the order the runtime published
+them.  A subscriber that has not polled for ``DISCONNECT_AFTER`` seconds is
+disconnected; one that falls ``LIMIT`` events behind loses the oldest and is
+told (:class:`EventsLostError`) instead of silently skipping them.  The
+events of an incarnation end with it: after a failover a subscription
+continues with the restarted agent's events (logged).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from actormem.cluster._spec import ClusterError
+from actormem.events import Event
+
+if TYPE_CHECKING:
+    from reactivex import abc as rx_abc
+
+__all__ = ["DISCONNECT_AFTER", "LIMIT", "EventBuffer", "EventPump", "EventsLostError"]
+
+log = structlog.get_logger(__name__)
+
+#: Events a lagging subscriber may be behind before it loses the oldest.
+LIMIT: Final = 100_000
+#: A subscriber that has not polled for this long is disconnected.
+DISCONNECT_AFTER: Final = 30.0
+#: How long one poll waits for a new event.
+POLL_WAIT: Final = 1.0
+#: The Ray concurrency group the polls run in (the agent's calls keep theirs).
+GROUP: Final = "events"
+
+
+class EventsLostError(ClusterError):
+    """A subscriber fell too far behind (or was disconnected): events were lost."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self),))
+
+
+class _Cursor:
+    __slots__ = ("acked", "seen")
+
+    def __init__(self, acked: int) -> None:
+        self.acked = acked
+        self.seen = time.monotonic()
+
+
+class EventBuffer:
+    """The actor's side: numbered events kept for the connected subscribers."""
+
+    def __init__(self, limit: int = LIMIT, disconnect_after: float = DISCONNECT_AFTER) -> None:
+        self._cond = threading.Condition()
+        self._events: deque[tuple[int, Event]] = deque()
+        self._last = 0  # number of the last event appended
+        self._subs: dict[str, _Cursor] = {}
+        self._limit = limit
+        self._disconnect_after = disconnect_after
+
+    def append(self, event: Event) -> None:
+        """Number and keep one event (the runtime's bus calls it, in publish order)."""
+        with self._cond:
+            self._last += 1
+            self._events.append((self._last, event))
+            self._trim()
+            self._cond.notify_all()
+
+    def register(self) -> tuple[str, int]:
+        """A new subscriber: its id, and the number after which its events start."""
+        with self._cond:
+            sub = uuid.uuid4().hex
+            self._subs[sub] = _Cursor(self._last)
+            return sub, self._last
+
+    def connected(self) -> int:
+        """How many subscribers are connected."""
+        with self._cond:
+            self._trim()
+            return len(self._subs)
+
+    def unregister(self, sub: str) -> None:
+        """The subscriber is gone: its events need not be kept for it."""
+        with self._cond:
+            self._subs.pop(sub, None)
+            self._trim()
+
+    def poll(self, sub: str, after: int, wait: float, most: int = 1000) -> list[tuple[int, Event]]:
+        """The events after number ``after`` (waiting up to ``wait`` s for one).
+
+        Raises:
+            EventsLostError: the subscriber is unknown (disconnected, or this
+                is another incarnation) or events after ``after`` were dropped.
+        """
+        deadline = time.monotonic() + wait
+        with self._cond:
+            cur = self._subs.get(sub)
+            if cur is None:
+                raise EventsLostError(
+                    f"subscription {sub[:8]} is not connected to this agent (it was idle for "
+                    f"over {self._disconnect_after}s, or the agent restarted)"
+                )
+            cur.acked = max(cur.acked, after)
+            cur.seen = time.monotonic()
+            self._trim()
+            first = self._events[0][0] if self._events else self._last + 1
+            if after + 1 < first:
+                self._subs.pop(sub, None)
+                raise EventsLostError(
+                    f"subscription {sub[:8]} fell {self._last - after} events behind (more "
+                    f"than {self._limit}): events {after + 1}-{first - 1} were dropped"
+                )
+            while self._last <= after:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                self._cond.wait(left)
+                cur.seen = time.monotonic()
+            start = after + 1 - self._events[0][0]
+            return [self._events[i] for i in range(start, min(start + most, len(self._events)))]
+
+    def _trim(self) -> None:
+        now = time.monotonic()
+        gone = [s for s, c in self._subs.items() if now - c.seen > self._disconnect_after]
+        for s in gone:
+            del self._subs[s]
+            log.warning("cluster.subscriber_disconnected", subscription=s[:8])
+        floor = min((c.acked for c in self._subs.values()), default=self._last)
+        events = self._events
+        while events and (events[0][0] <= floor or len(events) > self._limit):
+            events.popleft()
+
+
+class EventPump:
+    """The subscriber's side: a thread that long-polls the actor and delivers in order."""
+
+    def __init__(
+        self,
+        handle: Any,
+        accept: Callable[[Event], bool] | None,
+        observer: rx_abc.ObserverBase[Event],
+    ) -> None:
+        self._handle = handle
+        self._accept = accept
+        self._observer = observer
+        self._stop = threading.Event()
+        # Registered before subscribe() returns: nothing published after it is missed.
+        self._sub, self._after = self._register()
+        self._thread = threading.Thread(
+            target=self._run, daemon=True, name="actormem-remote-events"
+        )
+        self._thread.start()
+
+    def _register(self) -> tuple[str, int]:
+        h = self._handle
+        result: tuple[str, int] = h._attempt(lambda: h._actor.events_register.remote(), "events")
+        return result
+
+    def dispose(self) -> None:
+        """Stop delivering and let the actor drop what it kept for this subscriber."""
+        self._stop.set()
+        h = self._handle
+        try:
+            h._actor.events_unregister.remote(self._sub)
+        except Exception as exc:  # best effort: the actor disconnects it by itself
+            log.debug("cluster.events_unregister_failed", error=repr(exc))
+
+    def _run(self) -> None:
+        import ray
+
+        lost = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+        h = self._handle
+        while not self._stop.is_set():
+            try:
+                ref = h._actor.events_poll.options(concurrency_group=GROUP).remote(
+                    self._sub, self._after, POLL_WAIT
+                )
+                items = h._get(ref)
+            except lost:
+                if self._stop.is_set() or h._closed:  # stopped: do not bring it back
+                    self._observer.on_completed()
+                    return
+                log.warning("cluster.events_agent_restarted", session_id=h.session_id)
+                try:
+                    self._sub, self._after = self._register()
+                except ClusterError as exc:
+                    self._observer.on_error(exc)
+                    return
+                continue
+            except EventsLostError as exc:
+                self._observer.on_error(exc)
+                return
+            for seq, event in items:
+                self._after = seq
+                if self._stop.is_set():
+                    return
+                if self._accept is None or self._accept(event):
+                    try:
+                        self._observer.on_next(event)
+                    except Exception as exc:  # like the local bus: log, keep delivering
+                        log.exception("cluster.subscriber_error", error=repr(exc))
