@@ -106,6 +106,17 @@ MIGRATIONS: list[tuple[str, ...]] = [
 ]
 #: The layout this actormem writes.
 LAYOUT_VERSION: Final = len(MIGRATIONS)
+#: The columns of the layout at :data:`LAYOUT_VERSION` (name -> ``format_type``).
+_COLUMNS: Final = {
+    "session_id": "text",
+    "version": "bigint",
+    "schema_version": "integer",
+    "document": "bytea",
+    "nbytes": "integer",
+    "saved_at": "timestamp with time zone",
+    "saved_by": "text",
+    "save_id": "uuid",
+}
 
 
 def _import_psycopg() -> Any:
@@ -296,6 +307,8 @@ class PostgresSession:
                         f"sessions table {self.table} in {self.url} has layout version {current}, "
                         f"newer than this actormem supports ({LAYOUT_VERSION}); upgrade actormem"
                     )
+                if current == 0:
+                    self._refuse_foreign_table(conn)
                 for step in range(current, LAYOUT_VERSION):
                     for statement in MIGRATIONS[step]:
                         conn.execute(sql.SQL(statement).format(**names))
@@ -321,6 +334,53 @@ class PostgresSession:
             raise SessionStorageError(
                 f"cannot prepare the sessions table {self.table} in {self.url}: {first_line(exc)}"
             ) from None
+
+    def _refuse_foreign_table(self, conn: psycopg.Connection[Any]) -> None:
+        """Refuse a table of this name that no actormem made (no layout record beside it).
+
+        ``CREATE TABLE IF NOT EXISTS`` would adopt it silently and every save would
+        then fail (no key for ``ON CONFLICT``, a missing column) -- or worse, write
+        into someone else's table.  A table with exactly this layout (the layout
+        record lost, say) is adopted.
+        """
+        row = conn.execute(
+            "SELECT c.oid, c.relkind FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            (self.table,),
+        ).fetchone()
+        if row is None:
+            return
+        oid, relkind = row
+        found = dict(
+            conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
+        keyed = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
+            "WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
+            "AND i.indpred IS NULL AND a.attname = 'session_id')",
+            (oid,),
+        ).fetchone()
+        problems = []
+        if str(relkind) not in ("r", "p"):
+            problems.append(f"it is not a table (relkind {relkind!r})")
+        missing = [f"{c} {t}" for c, t in _COLUMNS.items() if found.get(c) != t]
+        if missing:
+            problems.append(f"it lacks the columns {', '.join(missing)}")
+        extra = sorted(set(found) - set(_COLUMNS))
+        if extra:
+            problems.append(f"it has other columns ({', '.join(extra)})")
+        if not (keyed and keyed[0]):
+            problems.append("session_id is not its primary key")
+        if problems:
+            raise SessionStorageError(
+                f"{self.table} in {self.url} exists but is not an actormem sessions table "
+                f"({'; '.join(problems)}); nothing was changed -- pass another table= name "
+                "or remove that table"
+            )
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`SessionStorageError`."""
