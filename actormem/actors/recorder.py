@@ -85,6 +85,7 @@ from actormem.recorder import (
     speaker_label,
     turn_speaker,
 )
+from actormem.recorder._batch_write import write_each
 from actormem.recorder._rules import CATEGORIES
 from actormem.store import (
     KEYED_KIND,
@@ -123,6 +124,13 @@ _WRITE_RETRY_DELAY: Final = 0.05
 _NOT_RECONCILED: Final = frozenset({"episode", KEYED_KIND})
 
 
+class _Refused(Exception):
+    """A batch was written but the store refused some of its memories (``out``: the rest)."""
+
+    def __init__(self, out: _Outcome, refused: int, message: str) -> None:
+        super().__init__(message)
+        self.out = out
+        self.refused = refused
 # -- the actor -----------------------------------------------------------------------------------
 
 
@@ -300,8 +308,11 @@ class RecorderActor(SupervisedActor):
     def _process(self, turns: tuple[RecordTurn, ...]) -> None:
         n = len(turns)
         t0 = time.perf_counter()
+        refused: _Refused | None = None
         try:
             out = self._record_batch(turns)
+        except _Refused as exc:  # the rest of the batch was recorded
+            out, refused = exc.out, exc
         except Exception as exc:
             log.exception("recorder.batch_failed", turns=n)
             self._tracker.done(n, failed=True, error=repr(exc))
@@ -324,6 +335,20 @@ class RecorderActor(SupervisedActor):
                 duration_ms=ms,
             )
         )
+        if refused is not None:
+            bad = min(n, refused.refused)
+            log.error("recorder.memories_refused", turns=n, error=str(refused))
+            self._tracker.done(n - bad)
+            self._tracker.done(bad, failed=True, error=str(refused))
+            self._publish(
+                RecordingFailed(
+                    source=RECORDER,
+                    error=str(refused),
+                    turns=bad,
+                    action="the refused memories were not recorded; the rest of the batch was",
+                )
+            )
+            return
         self._tracker.done(n)
         log.debug("recorder.batch", turns=n, ms=round(ms, 2), added=out.added)
 
@@ -352,16 +377,21 @@ class RecorderActor(SupervisedActor):
         adds = [d for d in decisions if d.op == "ADD"]
         items.extend(_fact_memory(d) for d in adds)
         out = _Outcome()
-        results: list[WriteResult] = []
+        results: list[WriteResult | None] = []
+        refused: list[str] = []
         if items:
-            results = self._write(lambda: self._store.add_many(self._ns, items))
+            results, refused = self._write_each(items)
         for r in results[:episodes]:
+            if r is None:
+                continue
             out.ids.append(r.id)
             if r.op == "ADD":
                 out.added += 1
             else:
                 out.unchanged += 1
         for d, r in zip(adds, results[episodes:], strict=True):
+            if r is None:
+                continue
             out.ids.append(r.id)
             if d.fact.slot:
                 self._slots[d.fact.slot] = r.id
@@ -380,6 +410,13 @@ class RecorderActor(SupervisedActor):
         for d in decisions:
             if d.op != "ADD":
                 self._apply(d, out)
+        if refused:
+            raise _Refused(
+                out,
+                len(refused),
+                f"the store refused {len(refused)} of {len(items)} memories of the batch "
+                f"(the others were recorded): {'; '.join(refused)}",
+            )
         return out
 
     def _reply_note(self, msgs: Sequence[Msg]) -> str:
@@ -397,6 +434,10 @@ class RecorderActor(SupervisedActor):
         if not question or asker is None or asker == speaker:
             return ""
         return reply_context(asker, question)
+
+    def _write_each(self, items: list[NewMemory]) -> tuple[list[WriteResult | None], list[str]]:
+        """``items`` written as one batch, or one by one if the store refuses the batch."""
+        return write_each(self._store, self._ns, items, self._write)
 
     def _write(self, fn: Callable[[], list[WriteResult]]) -> list[WriteResult]:
         try:
