@@ -56,6 +56,10 @@ DEFAULT_MIN_ROWS: Final = 20_000
 #: ``hnsw.ef_search`` of the store's connections (recall 0.996 at 100k in the issue).
 EF_SEARCH: Final = 100
 _LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+#: The advisory lock of the one index build of ``memories`` at a time (``_table_lock``).
+_TABLE_LOCK: Final = "actormem.ann\x1f(memories)"
+#: Seconds between two tries for it.
+_TABLE_POLL: Final = 0.2
 
 
 def scope_text(scope: Namespace) -> str:
@@ -166,7 +170,14 @@ class AnnIndexes:
                 if not got:
                     return "building"
             try:
-                state = self._build_locked(conn, key, name, pred)
+                if not self._table_lock(conn):
+                    return "building"  # closing: another process or a later look builds it
+                try:
+                    state = self._build_locked(conn, key, name, pred)
+                finally:
+                    conn.execute(
+                        "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (_TABLE_LOCK,)
+                    )
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lock,))
         finally:
@@ -175,6 +186,25 @@ class AnnIndexes:
             with self._lock:
                 self._ready[key] = pred
         return state
+
+    def _table_lock(self, conn: Any) -> bool:
+        """Wait for the one build of ``memories`` at a time; False if the store closes first.
+
+        Two ``CREATE INDEX CONCURRENTLY`` on one table wait for each other's
+        snapshots: builds of different scopes that overlapped failed with
+        "deadlock detected" and left an invalid index behind.  Polled with
+        ``pg_try_advisory_lock`` between short pauses: a statement blocked in
+        ``pg_advisory_lock`` holds a snapshot the running build would wait
+        for, the same deadlock again.
+        """
+        while not self._closed:
+            got = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (_TABLE_LOCK,)
+            ).fetchone()[0]
+            if got:
+                return True
+            time.sleep(_TABLE_POLL)
+        return False
 
     def _build_locked(self, conn: Any, key: str, name: str, pred: str) -> str:
         row = conn.execute(
@@ -204,8 +234,16 @@ class AnnIndexes:
                 f"WHERE {pred}"
             )
         except Exception as exc:
-            conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"')
-            conn.execute("DELETE FROM vector_indexes WHERE scope = %s", (key,))
+            # forget the build first: a scope never stays 'building' because the
+            # clean-up of its left-over failed too (a later build drops that)
+            for cleanup in (
+                "DELETE FROM vector_indexes WHERE scope = %s",
+                f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"',
+            ):
+                try:
+                    conn.execute(cleanup, (key,) if "%s" in cleanup else None)
+                except Exception as again:
+                    log.warning("store.ann_cleanup_failed", where=self._where, error=str(again))
             raise StoreError(
                 f"building the vector index of scope {key!r} in {self._where} failed: {exc}"
             ) from None
