@@ -131,6 +131,8 @@ class _Refused(Exception):
         super().__init__(message)
         self.out = out
         self.refused = refused
+
+
 # -- the actor -----------------------------------------------------------------------------------
 
 

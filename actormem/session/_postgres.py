@@ -74,7 +74,7 @@ from actormem.session._common import (
     validate_session_id,
 )
 from actormem.state import StateModule
-from actormem.store._pg_conn import first_line, is_lost, redacted
+from actormem.store._pg_conn import first_line, is_lost, redacted, secrets_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -173,6 +173,7 @@ class PostgresSession:
         self.on_conflict: Literal["raise", "overwrite"] = on_conflict
         self.connect_timeout = connect_timeout
         self.url = redacted(dsn)
+        self._secrets = secrets_of(dsn)  # hidden in the driver's messages
         self._t = sql.Identifier(table)
         self._lock = threading.RLock()
         self._conn: psycopg.Connection[Any] | None = None
@@ -221,7 +222,7 @@ class PostgresSession:
             ).fetchone()
         except self._pg.Error as exc:
             raise SessionStorageError(
-                f"cannot connect to the sessions database {self.url}: {first_line(exc)}"
+                f"cannot connect to the sessions database {self.url}: {self._say(exc)}"
             ) from None
         self._conn = conn
         self._backend = None if row is None else (int(row[0]), row[1])
@@ -259,6 +260,10 @@ class PostgresSession:
             except Exception:  # already gone
                 log.debug("session.pg_close_failed", exc_info=True)
 
+    def _say(self, exc: BaseException) -> str:
+        """The driver's first line with this DSN's secrets hidden (libpq may echo it)."""
+        return first_line(exc, self._secrets)
+
     def _lost(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection is gone (the operation may be retried)."""
         return is_lost(self._pg, exc, self._conn)
@@ -277,11 +282,11 @@ class PostgresSession:
                     if lost:
                         self._drop()
                     if lost and retry and attempt == 1:
-                        log.warning("session.pg_retry", op=what, error=first_line(exc))
+                        log.warning("session.pg_retry", op=what, error=self._say(exc))
                         continue
                     raise SessionStorageError(
                         f"sessions database {self.url}: {what} failed"
-                        f"{' (connection lost)' if lost else ''}: {first_line(exc)}"
+                        f"{' (connection lost)' if lost else ''}: {self._say(exc)}"
                     ) from None
             raise AssertionError("unreachable")
 
@@ -332,7 +337,7 @@ class PostgresSession:
         except self._pg.Error as exc:
             self._drop()
             raise SessionStorageError(
-                f"cannot prepare the sessions table {self.table} in {self.url}: {first_line(exc)}"
+                f"cannot prepare the sessions table {self.table} in {self.url}: {self._say(exc)}"
             ) from None
 
     def _refuse_foreign_table(self, conn: psycopg.Connection[Any]) -> None:
@@ -442,7 +447,7 @@ class PostgresSession:
                     failed = f"sessions database {self.url}: saving session {sid!r} failed"
                     if not lost:  # the server refused the statement: rolled back
                         raise SessionStorageError(
-                            f"{failed}: {first_line(exc)}; the stored session is unchanged"
+                            f"{failed}: {self._say(exc)}; the stored session is unchanged"
                         ) from None
 
                     # Did the save commit?  Once its server process has ended (it
@@ -455,19 +460,17 @@ class PostgresSession:
                         row = self._run("checking a save", settled, retry=True)
                     except SessionStorageError as check:
                         raise SessionStorageError(
-                            f"{failed} (connection lost: {first_line(exc)}) and whether it "
+                            f"{failed} (connection lost: {self._say(exc)}) and whether it "
                             f"committed could not be checked: {check}"
                         ) from None
                     if row is not None:
                         break
                     if attempt == 2:
                         raise SessionStorageError(
-                            f"{failed} (connection lost): {first_line(exc)}; "
+                            f"{failed} (connection lost): {self._say(exc)}; "
                             "the stored session is unchanged"
                         ) from None
-                    log.warning(
-                        "session.pg_retry", op="save", session_id=sid, error=first_line(exc)
-                    )
+                    log.warning("session.pg_retry", op="save", session_id=sid, error=self._say(exc))
             if row is None:
                 raise self._conflict(sid, expected)
             version, saved_at = int(row[0]), float(row[1])

@@ -11,18 +11,59 @@ SQL.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from actormem._dsn import redact_dsn
 
-__all__ = ["first_line", "is_lost", "redacted"]
+__all__ = ["first_line", "is_lost", "redacted", "secrets_of"]
+
+# a key/value password runs to the next ``word=`` (an unquoted one may hold spaces)
+_KV_SECRET: Final = re.compile(
+    r"(?:^|\s)(?:ssl)?password\s*=\s*(.*?)(?=\s+[A-Za-z_]+\s*=|$)", re.I | re.S
+)
+_URL_USERINFO: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
+_URL_SECRET: Final = re.compile(r"[?&](?:ssl)?password=([^&#]*)", re.I)
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name when it has none)."""
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+def secrets_of(dsn: str) -> tuple[str, ...]:
+    """Every spelling of a secret ``dsn`` holds, parsable or not, longest first.
+
+    libpq's own messages can echo a connection string it could not parse (a
+    URL with a typo, an unencoded ``%`` in a password, an unquoted space in a
+    key/value password), secrets included: a message naming the database
+    without its password still carried it after the colon.  The connecting
+    objects keep these and pass them to :func:`first_line`.
+    """
+    raw: list[str] = [m.group(1) for m in _KV_SECRET.finditer(dsn)]
+    raw += _URL_SECRET.findall(dsn)
+    user = _URL_USERINFO.match(dsn)
+    if user is not None and ":" in user.group(1):
+        raw.append(user.group(1).split(":", 1)[1])
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = conninfo_to_dict(dsn)
+        raw += [str(params[k]) for k in ("password", "sslpassword") if params.get(k)]
+    except Exception:  # unparsable: the raw spellings above
+        pass
+    found: set[str] = set()
+    for value in raw:
+        for v in (value, value.strip("'\""), unquote(value), unquote(value).strip("'\"")):
+            if v:
+                found.add(v)
+                found.update(p for p in v.split() if len(p) >= 3)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def first_line(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
+    """The first line of an exception's message (its type name when it has none), each
+    of ``secrets`` (:func:`secrets_of`) replaced by ``***``."""
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 def redacted(dsn: str) -> str:

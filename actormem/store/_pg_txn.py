@@ -48,6 +48,7 @@ class PgConnections:
     _pool_lock: threading.Lock
     _pool: Any
     _pool_cls: Any
+    _secrets: tuple[str, ...]
     _register_vector: Callable[[Any], None]
 
     def _check_open(self) -> None:  # pragma: no cover - the store's own
@@ -62,7 +63,7 @@ class PgConnections:
             )
         except self._pg.Error as exc:
             raise StoreError(
-                f"cannot connect to the store database {self.url}: {first_line(exc)}"
+                f"cannot connect to the store database {self.url}: {self._say(exc)}"
             ) from None
 
     def _prepare_database(self) -> None:
@@ -83,7 +84,7 @@ class PgConnections:
                 except self._pg.Error as exc:
                     raise StoreError(
                         f"database {self.url} has no pgvector extension and this login cannot "
-                        f"enable it ({first_line(exc)}); run CREATE EXTENSION vector as its "
+                        f"enable it ({self._say(exc)}); run CREATE EXTENSION vector as its "
                         "owner or a superuser"
                     ) from None
             self._register_vector(conn)
@@ -91,7 +92,7 @@ class PgConnections:
             if version >= FEED_VERSION:  # the change feed's hard deletes (_pg_feed)
                 trim_gone(conn, GONE_KEEP_SECONDS)
         except self._pg.Error as exc:
-            raise StoreError(f"cannot set up the store in {self.url}: {first_line(exc)}") from None
+            raise StoreError(f"cannot set up the store in {self.url}: {self._say(exc)}") from None
         finally:
             conn.close()
 
@@ -118,7 +119,7 @@ class PgConnections:
         except Exception as exc:
             pool.close()
             raise StoreError(
-                f"cannot open connections to the store database {self.url}: {first_line(exc)}"
+                f"cannot open connections to the store database {self.url}: {self._say(exc)}"
             ) from None
         return pool
 
@@ -142,7 +143,11 @@ class PgConnections:
         try:
             self._pool.check()
         except Exception as exc:  # the retry will say what is wrong
-            log.warning("store.pg_pool_check_failed", where=self.url, error=first_line(exc))
+            log.warning("store.pg_pool_check_failed", where=self.url, error=self._say(exc))
+
+    def _say(self, exc: BaseException) -> str:
+        """The driver's first line with this DSN's secrets hidden (libpq may echo it)."""
+        return first_line(exc, self._secrets)
 
     def _lost(self, exc: BaseException) -> bool:
         return is_lost(self._pg, exc)
@@ -159,10 +164,10 @@ class PgConnections:
                 if not isinstance(exc, self._pg.Error) and not self._lost(exc):
                     raise
                 if self._lost(exc) and attempt == 1:
-                    log.warning("store.pg_retry", op=what, error=first_line(exc))
+                    log.warning("store.pg_retry", op=what, error=self._say(exc))
                     self._check_pool()
                     continue
-                raise StoreError(f"{what} in {self.url} failed: {first_line(exc)}") from None
+                raise StoreError(f"{what} in {self.url} failed: {self._say(exc)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _transaction(self, what: str, body: Callable[[Any, set[Key]], T]) -> T:
@@ -190,31 +195,31 @@ class PgConnections:
                 last = exc
             except pg.DataError as exc:
                 raise InvalidMemoryError(
-                    f"{what}: PostgreSQL refused a value ({first_line(exc)}); nothing was stored"
+                    f"{what}: PostgreSQL refused a value ({self._say(exc)}); nothing was stored"
                 ) from None
             except Exception as exc:
                 if not self._lost(exc):
                     if isinstance(exc, pg.Error):
                         raise StoreError(
-                            f"{what} in {self.url} failed and was rolled back: {first_line(exc)}"
+                            f"{what} in {self.url} failed and was rolled back: {self._say(exc)}"
                         ) from None
                     raise
                 last = exc
                 self._check_pool()
                 status = self._outcome(xid, pid) if xid is not None else "aborted"
                 if status == "committed" and done:
-                    log.warning("store.pg_commit_confirmed", op=what, error=first_line(exc))
+                    log.warning("store.pg_commit_confirmed", op=what, error=self._say(exc))
                     return out  # type: ignore[no-any-return]
                 if status not in ("aborted", None):
                     raise StoreError(
                         f"{what} in {self.url}: the connection was lost and the outcome of "
-                        f"transaction {xid} is {status!r}: {first_line(exc)}"
+                        f"transaction {xid} is {status!r}: {self._say(exc)}"
                     ) from None
-            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=first_line(last))
+            log.warning("store.pg_txn_retry", op=what, attempt=attempt, error=self._say(last))
         assert last is not None
         raise StoreError(
             f"{what} in {self.url} failed after {_ATTEMPTS} attempts and was rolled back: "
-            f"{first_line(last)}"
+            f"{self._say(last)}"
         ) from None
 
     def _before_commit(self, conn: Any) -> None:

@@ -116,7 +116,7 @@ from actormem.store._limits import STORE_SETTINGS
 from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, AnnIndexes, scope_text
 from actormem.store._pg_cache import SearchCache
-from actormem.store._pg_conn import redacted
+from actormem.store._pg_conn import redacted, secrets_of
 from actormem.store._pg_gather import Aside, Gatherer
 from actormem.store._pg_open_groups import small_namespaces
 from actormem.store._pg_queries import PgQueries, scope_sql
@@ -265,6 +265,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         self._pg = psycopg
         self.dsn = dsn
         self.url = redacted(dsn)
+        self._secrets = secrets_of(dsn)  # hidden in the driver's messages
         self._closed = False
         self._connect_timeout = max(1, round(connect_timeout))
         self._pool_size = pool_size
