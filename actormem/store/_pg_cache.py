@@ -374,7 +374,8 @@ class SearchCache:
                 self.evictions += 1
                 log.info("store.cache_evicted", scope=str(old.scope), bytes=old.nbytes())
 
-        def load(conn: Any) -> ScopeIndex:
+        def load(conn: Any) -> tuple[ScopeIndex, bool]:
+            """The copy and whether it holds every row (False: cut short at the budget)."""
             where, params = scope_sql(scope)
             with read_snapshot(conn):
                 snap, epoch = conn.execute(
@@ -389,21 +390,26 @@ class SearchCache:
                         f"SELECT {LOAD_COLUMNS} FROM memories WHERE {where} AND {PG_LIVE}",
                         params,
                     )
+                    whole = False
                     while True:
                         chunk = cur.fetchmany(_LOAD_CHUNK)
                         if not chunk:
+                            whole = True
                             break
                         entry.apply(chunk)
                         if entry.nbytes() > budget:
                             break
                 entry.measure()
-                return entry
+                return entry, whole
 
         t0 = time.perf_counter()
-        entry: ScopeIndex = self._read("search cache load", load)
+        read: tuple[ScopeIndex, bool] = self._read("search cache load", load)
+        entry, whole = read
         seconds = time.perf_counter() - t0
         with self._lock:
-            if entry.nbytes() > budget:  # given up part way: too big alone
+            # A read cut short is never a copy, even when the exact count after it
+            # (measure) comes out under the budget: it would miss the rows not read.
+            if not whole or entry.nbytes() > budget:  # given up part way: too big alone
                 self._row_bytes = entry.nbytes() / max(1, entry.rows)
                 log.info("store.cache_too_big", scope=str(scope), budget=budget)
                 return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import psycopg
+import pytest
 
 from actormem.store import Namespace, SearchMode
 from actormem.store import _pg_cache as pg_cache
@@ -247,4 +248,40 @@ def test_a_hand_written_truncate_drops_every_copy_read_before_it(pg_dsn: str) ->
         assert cached._cache.hits > hits
     finally:
         cached.close()
+        ref.close()
+
+
+def test_a_load_cut_short_at_the_budget_is_never_kept_as_a_copy(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load stops reading when its running size passes the budget; the exact count
+    taken after it (``measure``) can come out smaller than that running estimate (a
+    filter value counted at its object size plus a margin).  A copy of the rows read
+    so far must then still be refused: held, it would answer every later search
+    without the rows it never read (the change feed only brings rows written after
+    its snapshot).  Simulated with a small load chunk and a re-count that drops the
+    objects' estimate."""
+    mp = monkeypatch
+    rng = random.Random(7)
+    ref = _open(pg_dsn, search_cache_bytes=None)
+    _fill(ref, rng, 200, S3)
+    full = _sizes(pg_dsn, [S3])[S3]
+    mp.setattr(pg_cache, "_LOAD_CHUNK", 16)
+    real_measure = pg_cache.ScopeIndex.measure
+
+    def undercount(self: pg_cache.ScopeIndex) -> int:
+        real_measure(self)
+        self._obj_bytes = 0  # the exact count came out (much) smaller than the estimate
+        return self.nbytes()
+
+    mp.setattr(pg_cache.ScopeIndex, "measure", undercount)
+    store = _open(pg_dsn, search_cache_bytes=full // 2)
+    try:
+        assert store._cache is not None
+        assert not store.warm_cache(S3)
+        assert not store._cache.held(S3)
+        for query in ("w1 w2", "w3", "w5 w7"):
+            _same_as_sql(store, ref, query, S3)
+    finally:
+        store.close()
         ref.close()
