@@ -885,3 +885,36 @@ def test_a_save_whose_outcome_cannot_be_checked_says_so(pg_dsn: str, pg_server_d
     c = Counter()
     assert s.load("s", {"c": c}) and c.value == 1  # (it had not committed)
     s.close()
+
+
+def test_a_connection_whose_first_query_fails_is_closed_not_leaked(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connecting succeeds, then the query that reads the server process's id fails:
+    the error is a SessionStorageError and the connection is closed, not left open
+    for the garbage collector (each retry would leak another one)."""
+    opened: list[psycopg.Connection[Any]] = []
+    real_connect = psycopg.connect
+
+    class _FirstQueryFails:
+        Error = psycopg.Error
+
+        @staticmethod
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            conn = real_connect(*args, **kwargs)
+            opened.append(conn)
+
+            def refuse(*_a: Any, **_k: Any) -> Any:
+                raise psycopg.OperationalError("the first query failed")
+
+            conn.execute = refuse  # type: ignore[method-assign]
+            return conn
+
+    monkeypatch.setattr(pgmod, "_import_psycopg", lambda: _FirstQueryFails)
+    try:
+        with pytest.raises(SessionStorageError, match="the first query failed"):
+            PostgresSession(pg_dsn).list()
+        assert opened and all(conn.closed for conn in opened)
+    finally:
+        for conn in opened:
+            conn.close()

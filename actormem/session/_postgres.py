@@ -48,6 +48,7 @@ its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -213,14 +214,18 @@ class PostgresSession:
         if old is not None and not old.closed and not old.broken:
             return old
         self._conn = None
+        conn: psycopg.Connection[Any] | None = None
         try:
-            conn: psycopg.Connection[Any] = self._pg.connect(
+            conn = self._pg.connect(
                 self.dsn, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
             )
             row = conn.execute(
                 "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
             ).fetchone()
         except self._pg.Error as exc:
+            if conn is not None:  # connected, then the first query failed: not kept, so closed
+                with contextlib.suppress(Exception):
+                    conn.close()
             raise SessionStorageError(
                 f"cannot connect to the sessions database {self.url}: {self._say(exc)}"
             ) from None
