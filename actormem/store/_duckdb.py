@@ -603,7 +603,12 @@ class DuckDBStore(
             except duckdb.Error as exc:  # e.g. a reader's transaction still open
                 log.info("store.close_checkpoint_deferred", path=self.path, error=str(exc))
 
-        done = self._writer_pool().submit(checkpoint)
+        try:
+            done = self._writer_pool().submit(checkpoint)
+        except RuntimeError:  # the interpreter is shutting down (a close at exit): no new threads
+            checkpoint()
+            self._save_index()
+            return
         try:
             self._save_index()
         finally:
