@@ -96,25 +96,22 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import structlog
 
 from actormem.store._pg_ann import scope_text
 from actormem.store._pg_cache_index import LOAD_COLUMNS, FirstStage, ScopeIndex
 from actormem.store._pg_feed import TRIMMED_KEY, snapshot_unseen, snapshot_xmin
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, read_snapshot, scope_sql
-from actormem.store._pg_search import Candidates
-from actormem.store._types import Namespace, SearchFilters
+from actormem.store._pg_search import Candidates, FirstStageQuery
+from actormem.store._types import Namespace
 
 __all__ = ["SearchCache"]
 
 log = structlog.get_logger(__name__)
 
-F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
 Reader = Callable[[str, Callable[[Any], Any]], Any]
 
@@ -501,43 +498,21 @@ class SearchCache:
                     return self._fit(entry)
             return True
 
-    def candidates(
-        self,
-        entry: ScopeIndex,
-        filters: SearchFilters | None,
-        terms: Sequence[str],
-        qvec: F32 | None,
-        pool: int,
-        *,
-        use_vec: bool,
-        use_kw: bool,
-        k1: float,
-        b: float,
-        df_terms: Sequence[str] = (),
-        context: bool = False,
-    ) -> Candidates | None:
-        """The search's candidates from ``entry``, exact as of the statement that fetched
-        their rows (module docstring); ``None``: go the SQL way -- also when ``context``
-        (neighbouring episodes blended) and the scope holds episodes at that moment."""
+    def candidates(self, entry: ScopeIndex, q: FirstStageQuery) -> Candidates | None:
+        """The search's candidates from ``entry`` (the copy of ``q.scope``), exact as of
+        the statement that fetched their rows (module docstring); ``None``: go the SQL way
+        -- also when ``q`` blends neighbouring episodes and the scope holds episodes at
+        that moment."""
         scope = entry.scope
+        qvec = q.qvec
         where, params = scope_sql(scope, "m.")
         cw, cparams = scope_sql(scope, "c.")
         gw, gparams = scope_sql(scope, "g.")
-        vec_on = use_vec and qvec is not None
+        vec_on = q.vec_on
         for _ in range(_ATTEMPTS):
             with entry.lock:
                 seen, xmin = entry.snapshot, entry.xmin
-                stage: FirstStage = entry.first_stage(
-                    terms,
-                    qvec if vec_on else None,
-                    pool,
-                    filters,
-                    use_vec=vec_on,
-                    use_kw=use_kw,
-                    k1=k1,
-                    b=b,
-                    df_terms=df_terms,
-                )
+                stage: FirstStage = entry.first_stage(q)
             # c, g: the feed rows the two index conditions read (counted: ``feed_rows``);
             # the copy missed those its snapshot did not see (all of them, by the
             # conditions; the visibility test says so again)
@@ -573,7 +548,7 @@ class SearchCache:
                 if not self._catch_up(entry, seen):
                     return None
                 continue
-            if context and stage.episodes > 0:  # the SQL statement's blend (module doc)
+            if q.context is not None and stage.episodes > 0:  # the SQL statement's blend
                 return None
             found = [r for r in got if r[_HEAD] is not None]
             if len(found) != len(stage.ids):  # cannot be with an exact copy: say so

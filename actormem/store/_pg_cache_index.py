@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from actormem.store._blas import blas_threads_for
 from actormem.store._index_vectors import top_k
+from actormem.store._pg_search import FirstStageQuery
 from actormem.store._types import Namespace, SearchFilters
 
 __all__ = ["LOAD_COLUMNS", "FirstStage", "ScopeIndex"]
@@ -380,21 +381,12 @@ class ScopeIndex:
         chosen.sort(key=lambda i: (-float(scores[i]), ids[int(rows[i])]))
         return [int(rows[i]) for i in chosen]
 
-    def first_stage(
-        self,
-        terms: Sequence[str],
-        qvec: F32 | None,
-        pool: int,
-        filters: SearchFilters | None,
-        *,
-        use_vec: bool,
-        use_kw: bool,
-        k1: float,
-        b: float,
-        df_terms: Sequence[str] = (),
-    ) -> FirstStage:
+    def first_stage(self, q: FirstStageQuery) -> FirstStage:
         """The candidates of one search, as :func:`~actormem.store._pg_search.collect`'s
         plain branch finds them (module docstring); call with :attr:`lock` held."""
+        terms, pool, filters, df_terms = q.terms, q.pool, q.filters, q.df_terms
+        use_vec, use_kw, k1, b = q.vec_on, q.use_kw, q.k1, q.b
+        qvec = q.qvec if use_vec else None
         out = FirstStage()
         out.n_docs = self._live
         out.episodes = self._episodes

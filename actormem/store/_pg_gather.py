@@ -43,25 +43,21 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import structlog
 
 from actormem.store._pg_ann import scope_text
 from actormem.store._pg_keyword import keyword_top
 from actormem.store._pg_queries import read_snapshot
-from actormem.store._pg_search import Candidates, collect, vector_top
-from actormem.store._types import Namespace, SearchFilters
+from actormem.store._pg_search import Candidates, FirstStageQuery, collect, vector_top
 
 __all__ = ["Aside", "Gatherer"]
 
 log = structlog.get_logger(__name__)
 
-F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
 
 #: Seconds a search waits for a second connection when the pool had one idle a moment
@@ -157,66 +153,33 @@ class Gatherer:
         self._aside = aside
         self._no_episodes: set[str] = set()  # scopes whose last search saw no episode
 
-    def gather(
-        self,
-        conn: Any,
-        scope: Namespace,
-        filters: SearchFilters | None,
-        terms: Sequence[str],
-        qvec: F32 | None,
-        pool: int,
-        *,
-        use_vec: bool,
-        use_kw: bool,
-        k1: float,
-        b: float,
-        ann: str | None,
-        context: tuple[float, float, float] | None,
-        large: bool,
-        df_terms: Sequence[str] = (),
-    ) -> Candidates:
+    def gather(self, conn: Any, q: FirstStageQuery, *, ann: str | None, large: bool) -> Candidates:
         """The candidates of one search on ``conn`` (a pooled autocommit connection).
 
         Args:
+            q: The search's question.
+            ann: As :func:`~actormem.store._pg_search.collect`.
             large: The keyword side is pruned beforehand (a scope this process
                 saw larger than :data:`~actormem.store._pg_search.SMALL_SCOPE`,
                 no filters).
-            df_terms: Terms whose document frequency the caller needs, read in
-                the search's snapshot.
-            Others: as :func:`~actormem.store._pg_search.collect`.
         """
-        key = scope_text(scope)
+        key = scope_text(q.scope)
+        context = q.context
         skip_ctx = context is not None and key in self._no_episodes
 
         def statement(
             kw: tuple[list[str], list[float]] | None,
             vec: tuple[list[str], list[float]] | None,
-            ctx: tuple[float, float, float] | None,
+            with_context: bool,
         ) -> Candidates:
-            return collect(
-                conn,
-                scope,
-                filters,
-                terms,
-                qvec,
-                pool,
-                use_vec,
-                use_kw,
-                k1,
-                b,
-                ann=ann,
-                context=ctx,
-                kw_given=kw,
-                vec_given=vec,
-                df_terms=df_terms,
-            )
+            return collect(conn, q, ann=ann, with_context=with_context, kw_given=kw, vec_given=vec)
 
         def checked(
             kw: tuple[list[str], list[float]] | None, vec: tuple[list[str], list[float]] | None
         ) -> Candidates:
-            out = statement(kw, vec, None if skip_ctx else context)
+            out = statement(kw, vec, not skip_ctx)
             if skip_ctx and out.episodes:  # episodes appeared: the answer with the branch
-                out = statement(kw, vec, context)
+                out = statement(kw, vec, True)
             if context is not None and out.episodes is not None:
                 if out.episodes:
                     self._no_episodes.discard(key)
@@ -228,16 +191,16 @@ class Gatherer:
 
         if not large:  # one statement: one snapshot already
             return checked(None, None)
-        beside = use_vec and qvec is not None and self._aside is not None
+        beside = q.vec_on and self._aside is not None
         with read_snapshot(conn, export=beside) as snapshot:
             vec_side = None
-            if snapshot is not None and self._aside is not None and qvec is not None:
-                qv = qvec
+            if snapshot is not None and self._aside is not None and q.qvec is not None:
+                qv = q.qvec
                 vec_side = self._aside.start(
-                    snapshot, lambda c: vector_top(c, scope, filters, qv, pool, ann)
+                    snapshot, lambda c: vector_top(c, q.scope, q.filters, qv, q.pool, ann)
                 )
             try:
-                kw = keyword_top(conn, scope, list(terms), pool, k1, b)[:2]
+                kw = keyword_top(conn, q.scope, list(q.terms), q.pool, q.k1, q.b)[:2]
             except BaseException:
                 if vec_side is not None:
                     vec_side.exception()  # let it end (it holds a pooled connection)

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -78,7 +79,7 @@ import numpy.typing as npt
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, distance_sql, scope_sql
 from actormem.store._types import Namespace, SearchFilters
 
-__all__ = ["Candidates", "collect", "filters_sql", "term_counts", "vector_top"]
+__all__ = ["Candidates", "FirstStageQuery", "collect", "filters_sql", "term_counts", "vector_top"]
 
 _EPISODE: Final = "episode"
 _NS: Final = "user_id, agent_id, run_id, session_id"
@@ -94,6 +95,50 @@ SMALL_SCOPE: Final = 5_000
 _FEW_TERMS: Final = 32
 
 F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class FirstStageQuery:
+    """What one search asks of its first stage, whichever path answers it.
+
+    A search's candidates come from this process's copy of the scope
+    (:meth:`~actormem.store._pg_cache.SearchCache.candidates`) or from SQL
+    (:meth:`~actormem.store._pg_gather.Gatherer.gather`, then :func:`collect`);
+    both read the same question, built once by the store's search.
+
+    Attributes:
+        scope: The searched namespace scope.
+        filters: Extra conditions.
+        terms: The query's BM25 terms (with repeats).
+        qvec: The query vector (``None``: no vector side).
+        pool: Candidates taken from each retriever.
+        use_vec: Run the vector retriever (only with a ``qvec``).
+        use_kw: Run the keyword retriever.
+        k1: BM25 ``k1``.
+        b: BM25 ``b``.
+        context: ``(prev, next, prev2)`` weights of neighbouring episodes,
+            or ``None``.
+        df_terms: More terms whose document frequency in the scope the
+            caller needs (the second stage's soft match): read by the same
+            statement, so from the same moment as the candidates.
+    """
+
+    scope: Namespace
+    filters: SearchFilters | None
+    terms: Sequence[str]
+    qvec: F32 | None
+    pool: int
+    use_vec: bool
+    use_kw: bool
+    k1: float
+    b: float
+    context: tuple[float, float, float] | None = None
+    df_terms: Sequence[str] = ()
+
+    @property
+    def vec_on(self) -> bool:
+        """The vector side runs: asked for, with a query vector."""
+        return self.use_vec and self.qvec is not None
 
 
 def term_counts(content: str) -> tuple[list[str], list[int], int]:
@@ -266,47 +311,30 @@ def vector_top(
 
 def collect(
     conn: Any,
-    scope: Namespace,
-    filters: SearchFilters | None,
-    terms: Sequence[str],
-    qvec: F32 | None,
-    pool: int,
-    use_vec: bool,
-    use_kw: bool,
-    k1: float,
-    b: float,
+    q: FirstStageQuery,
     *,
     ann: str | None = None,
-    context: tuple[float, float, float] | None = None,
+    with_context: bool = True,
     kw_given: tuple[list[str], list[float]] | None = None,
     vec_given: tuple[list[str], list[float]] | None = None,
-    df_terms: Sequence[str] = (),
 ) -> Candidates:
     """Find the candidates of one search on ``conn`` in one statement (module docstring).
 
     Args:
         conn: A pooled connection (autocommit).
-        scope: The searched namespace scope.
-        filters: Extra conditions.
-        terms: The query's BM25 terms (with repeats).
-        qvec: The query vector (``None``: no vector side).
-        pool: Candidates taken from each retriever.
-        use_vec: Run the vector retriever.
-        use_kw: Run the keyword retriever.
-        k1: BM25 ``k1``.
-        b: BM25 ``b``.
+        q: The search's question.
         ann: The scope's approximate index predicate, as SQL with literal
             values, when the scope has a ready one (used without filters).
-        context: ``(prev, next, prev2)`` weights of neighbouring episodes,
-            or ``None``.
+        with_context: Run the context branch when ``q`` has context weights
+            (``False``: a scope known to hold no episodes skips it).
         kw_given: The keyword side's best rows and scores, found beforehand
             (:func:`~actormem.store._pg_keyword.keyword_top`, large scopes).
         vec_given: The vector side's best rows and distances, found beforehand
             in the same snapshot (:func:`vector_top`, on another connection).
-        df_terms: More terms whose document frequency in the scope the
-            caller needs (the second stage's soft match): read by the same
-            statement, so from the same moment as the candidates.
     """
+    scope, filters, terms, qvec, pool = q.scope, q.filters, q.terms, q.qvec, q.pool
+    use_vec, use_kw, k1, b, df_terms = q.use_vec, q.use_kw, q.k1, q.b, q.df_terms
+    context = q.context if with_context else None
     out = Candidates()
     cond = filters_sql(scope, filters)
     if cond is None:

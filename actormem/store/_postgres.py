@@ -121,7 +121,7 @@ from actormem.store._pg_gather import Aside, Gatherer
 from actormem.store._pg_open_groups import small_namespaces
 from actormem.store._pg_queries import PgQueries, scope_sql
 from actormem.store._pg_schema import read_meta, write_meta
-from actormem.store._pg_search import SMALL_SCOPE, Candidates
+from actormem.store._pg_search import SMALL_SCOPE, Candidates, FirstStageQuery
 from actormem.store._pg_txn import PgConnections
 from actormem.store._pg_view import PgView
 from actormem.store._pg_write import (
@@ -571,31 +571,28 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
     ) -> builtins.list[tuple[Scored, MemoryRecord]]:
         use_vec = mode in ("hybrid", "vector") and qvec is not None
         use_kw = mode in ("hybrid", "keyword")
-        pool = max(cfg.candidates, limit)
-        k1, b = cfg.bm25_k1, cfg.bm25_b
         wp, wn, w2 = cfg.context_prev_weight, cfg.context_next_weight, cfg.context_prev2_weight
-        context = (wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None
-        df_terms = rerank.idf_terms if rerank is not None else ()
+        q = FirstStageQuery(
+            scope=scope,
+            filters=filters,
+            terms=terms,
+            qvec=qvec,
+            pool=max(cfg.candidates, limit),
+            use_vec=use_vec,
+            use_kw=use_kw,
+            k1=cfg.bm25_k1,
+            b=cfg.bm25_b,
+            context=(wp, wn, w2) if mode == "hybrid" and wp + wn + w2 > 0 else None,
+            df_terms=rerank.idf_terms if rerank is not None else (),
+        )
         cands = None
         entry = self._cache.entry(scope) if self._cache is not None else None
         # the copy serves every search but a context blend over a scope with episodes
         # (decided again by the copy once it is current)
-        if entry is not None and (context is None or entry.episodes == 0):
+        if entry is not None and (q.context is None or entry.episodes == 0):
             assert self._cache is not None
             try:
-                cands = self._cache.candidates(
-                    entry,
-                    filters,
-                    terms,
-                    qvec,
-                    pool,
-                    use_vec=use_vec,
-                    use_kw=use_kw,
-                    k1=k1,
-                    b=b,
-                    df_terms=df_terms,
-                    context=context is not None,
-                )
+                cands = self._cache.candidates(entry, q)
             except StoreError:
                 raise
             except Exception as exc:  # a copy that cannot answer never fails the search
@@ -606,9 +603,7 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
                 cands = None
         if cands is None:
             t0 = time.perf_counter()
-            cands = self._sql_candidates(
-                scope, filters, terms, qvec, pool, use_vec, use_kw, k1, b, context, df_terms
-            )
+            cands = self._sql_candidates(q)
             if self._cache is not None and entry is None:
                 self._cache.consider(scope, cands.n_docs, time.perf_counter() - t0)
         if not cands.rows:
@@ -683,50 +678,22 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
         )
         return [(s, record(s.row)) for s in scored]
 
-    def _sql_candidates(
-        self,
-        scope: Namespace,
-        filters: SearchFilters | None,
-        terms: builtins.list[str],
-        qvec: F32 | None,
-        pool: int,
-        use_vec: bool,
-        use_kw: bool,
-        k1: float,
-        b: float,
-        context: tuple[float, float, float] | None,
-        df_terms: Sequence[str],
-    ) -> Candidates:
+    def _sql_candidates(self, q: FirstStageQuery) -> Candidates:
         """The first stage in SQL (:mod:`actormem.store._pg_search`): the fallback of the
         search cache and the reference its tests compare with."""
-        ann = self._ann.predicate(scope) if use_vec and filters is None else None
+        scope, no_filters = q.scope, q.filters is None
+        ann = self._ann.predicate(scope) if q.use_vec and no_filters else None
         key = scope_text(scope)
         # a scope this process saw large: its keyword side is pruned beforehand
-        large = use_kw and filters is None and self._scope_docs.get(key, 0) > SMALL_SCOPE
+        large = q.use_kw and no_filters and self._scope_docs.get(key, 0) > SMALL_SCOPE
         cands: Candidates = self._read(
-            "search",
-            lambda conn: self._gatherer.gather(
-                conn,
-                scope,
-                filters,
-                terms,
-                qvec,
-                pool,
-                use_vec=use_vec,
-                use_kw=use_kw,
-                k1=k1,
-                b=b,
-                ann=ann,
-                context=context,
-                large=large,
-                df_terms=df_terms,
-            ),
+            "search", lambda conn: self._gatherer.gather(conn, q, ann=ann, large=large)
         )
         if cands.rows and cands.n_docs > SMALL_SCOPE:  # only large scopes are remembered
             self._scope_docs[key] = cands.n_docs
         elif cands.rows:
             self._scope_docs.pop(key, None)
-        if use_vec and filters is None and ann is None:
+        if q.use_vec and no_filters and ann is None:
             self._ann.consider(scope, cands.n_docs)
         return cands
 

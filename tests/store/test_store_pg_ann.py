@@ -77,7 +77,7 @@ def test_a_large_scope_gets_its_own_index_its_searches_use_it_and_find_the_neigh
         assert n == 1
 
     # the statement the store runs is served by the partial index
-    from actormem.store._pg_search import collect
+    from actormem.store._pg_search import FirstStageQuery, collect
 
     class Explain:
         def __init__(self, conn: Any) -> None:
@@ -94,7 +94,8 @@ def test_a_large_scope_gets_its_own_index_its_searches_use_it_and_find_the_neigh
         register_vector(conn)
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         ex = Explain(conn)
-        collect(ex, BIG, None, tokenize(query), qvec, 100, True, True, 1.2, 0.3, ann=pred)
+        q = FirstStageQuery(BIG, None, tokenize(query), qvec, 100, True, True, 1.2, 0.3)
+        collect(ex, q, ann=pred)
         assert "memories_ann_" in ex.plan, ex.plan
 
     found = 0

@@ -19,7 +19,7 @@ import pytest
 from actormem.models.embedders import HashEmbedder
 from actormem.store import Namespace, _pg_gather, _pg_keyword, _postgres
 from actormem.store._index import tokenize
-from actormem.store._pg_search import collect
+from actormem.store._pg_search import FirstStageQuery, collect
 from actormem.store._postgres import PostgresStore
 
 psycopg = pytest.importorskip("psycopg")
@@ -84,7 +84,8 @@ def test_the_search_statement_returns_only_live_rows_of_the_scope_given_to_it(
     a.delete(ns, mine[0])
     given = ([mine[0], theirs, mine[1], mine[2]], [4.0, 3.0, 2.0, 1.0])
     with psycopg.connect(a.dsn, autocommit=True) as conn:
-        out = collect(conn, ns, None, ["walrus"], None, 10, False, True, 1.2, 0.75, kw_given=given)
+        q = FirstStageQuery(ns, None, ["walrus"], None, 10, False, True, 1.2, 0.75)
+        out = collect(conn, q, kw_given=given)
     assert [r[0] for r in out.rows] and {r[0] for r in out.rows} == {mine[1], mine[2]}
     assert all(r[16] is None for r in out.rows)  # deleted_at
 
