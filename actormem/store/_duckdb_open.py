@@ -23,7 +23,7 @@ import pyarrow as pa
 import structlog
 
 from actormem.models.base import Embedder
-from actormem.store._duckdb_queries import _LIVE, _SELECT, _one
+from actormem.store._duckdb_queries import _SELECT, _one
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._duckdb_vectors import blob_array, vectors_of
 from actormem.store._index import MemoryIndex
@@ -37,7 +37,7 @@ from actormem.store._index_file import (
 )
 from actormem.store._index_since import SinceLog, read_since, remove_since, since_cap
 from actormem.store._protocol import ProgressCallback
-from actormem.store._records import row_to_record
+from actormem.store._records import LIVE, row_to_record
 from actormem.store._schema import SCHEMA_VERSION, read_meta, write_meta
 from actormem.store._types import EmbedderMismatchError, MemoryRecord, ReembedReport
 
@@ -298,7 +298,7 @@ class DuckDBOpening:
         total = self._count_live()
         done = 0
         reader = self._wcur.execute(
-            f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} ORDER BY created_at, rowid"
+            f"SELECT {_SELECT}, embedding FROM memories WHERE {LIVE} ORDER BY created_at, rowid"
         ).to_arrow_reader(50_000)
         for batch in reader:
             done += self._add_rows(index, batch)
@@ -332,8 +332,7 @@ class DuckDBOpening:
         keys: list[Any] = []
         for chunk in chunks:
             table = self._wcur.execute(
-                f"SELECT {_SELECT}, embedding, rowid FROM memories WHERE {_LIVE} "
-                f"AND id IN ({chunk})"
+                f"SELECT {_SELECT}, embedding, rowid FROM memories WHERE {LIVE} AND id IN ({chunk})"
             ).to_arrow_table()
             for batch in table.to_batches():
                 got, vecs = self._decode_rows(batch)
@@ -362,7 +361,7 @@ class DuckDBOpening:
         cur.register("_since_rows", pa.table({"r": found.column(0)}))
         try:
             reader = cur.execute(
-                f"SELECT {_SELECT}, embedding FROM memories WHERE {_LIVE} "
+                f"SELECT {_SELECT}, embedding FROM memories WHERE {LIVE} "
                 "AND rowid IN (SELECT r FROM _since_rows) ORDER BY created_at, rowid"
             ).to_arrow_reader(50_000)
             for batch in reader:
@@ -386,7 +385,7 @@ class DuckDBOpening:
         return vectors_of(column, n, self._dim)
 
     def _count_live(self) -> int:
-        row = _one(self._wcur, f"SELECT count(*) FROM memories WHERE {_LIVE}")
+        row = _one(self._wcur, f"SELECT count(*) FROM memories WHERE {LIVE}")
         return int(row[0]) if row else 0
 
     # -- re-embedding ---------------------------------------------------------------------

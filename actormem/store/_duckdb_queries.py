@@ -19,6 +19,7 @@ from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._duckdb_vectors import fixed_list
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
+    LIVE,
     check_limit,
     check_memory_id,
     check_namespace,
@@ -43,7 +44,6 @@ _SELECT: Final = (
     "tags, source_ids, epoch_us(created_at), epoch_us(updated_at), epoch_us(last_accessed), "
     "access_count, superseded_by, epoch_us(deleted_at), CAST(metadata AS VARCHAR)"
 )
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 
 
 def _one(cur: Any, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
@@ -168,7 +168,7 @@ class DuckDBQueries:
             raise InvalidMemoryError(f"offset must be an int from 0 to {MAX_COUNT}, got {offset!r}")
         where, params = _scope_sql(namespace)
         if not include_deleted:
-            where += f" AND {_LIVE}"
+            where += f" AND {LIVE}"
         if kinds is not None:
             where += " AND list_contains(?, kind)"
             params.append(list(check_str_tuple("kinds", kinds)))
@@ -187,7 +187,7 @@ class DuckDBQueries:
         """Number of memories in the scope."""
         where, params = _scope_sql(namespace)
         if not include_deleted:
-            where += f" AND {_LIVE}"
+            where += f" AND {LIVE}"
         row = _one(self._reader(), f"SELECT count(*) FROM memories WHERE {where}", params)
         return int(row[0]) if row else 0
 
@@ -263,7 +263,7 @@ class DuckDBQueries:
         rows = (
             self._reader()
             .execute(
-                f"SELECT {field}, count(*) FROM memories WHERE {where} AND {_LIVE} "
+                f"SELECT {field}, count(*) FROM memories WHERE {where} AND {LIVE} "
                 f"GROUP BY {field} ORDER BY count(*) DESC, {field}",
                 params,
             )
@@ -278,7 +278,7 @@ class DuckDBQueries:
             self._reader()
             .execute(
                 f"SELECT strftime(date_trunc('day', created_at), '%Y-%m-%d') AS day, count(*) "
-                f"FROM memories WHERE {where} AND {_LIVE} GROUP BY day ORDER BY day",
+                f"FROM memories WHERE {where} AND {LIVE} GROUP BY day ORDER BY day",
                 params,
             )
             .fetchall()
@@ -292,7 +292,7 @@ class DuckDBQueries:
             self._reader()
             .execute(
                 f"SELECT strftime(date_trunc('day', created_at), '%Y-%m-%d') AS day, kind, "
-                f"count(*) FROM memories WHERE {where} AND {_LIVE} GROUP BY day, kind "
+                f"count(*) FROM memories WHERE {where} AND {LIVE} GROUP BY day, kind "
                 "ORDER BY day, kind",
                 params,
             )
@@ -323,7 +323,7 @@ class DuckDBQueries:
             .execute(
                 "SELECT tag, count(*) AS n FROM (SELECT unnest(json_extract_string(tags, '$[*]')) "
                 f"AS tag FROM memories "
-                f"WHERE {where} AND {_LIVE}) GROUP BY tag ORDER BY n DESC, tag LIMIT ?",
+                f"WHERE {where} AND {LIVE}) GROUP BY tag ORDER BY n DESC, tag LIMIT ?",
                 [*params, limit],
             )
             .fetchall()
@@ -338,7 +338,7 @@ class DuckDBQueries:
         rows = (
             self._reader()
             .execute(
-                f"SELECT {_SELECT} FROM memories WHERE {where} AND {_LIVE} "
+                f"SELECT {_SELECT} FROM memories WHERE {where} AND {LIVE} "
                 "ORDER BY access_count DESC, last_accessed DESC, id LIMIT ?",
                 [*params, limit],
             )

@@ -45,6 +45,7 @@ from typing import Any, Final
 
 import structlog
 
+from actormem.store._pg_queries import PG_LIVE
 from actormem.store._types import Namespace, StoreError
 
 __all__ = ["DEFAULT_MIN_ROWS", "EF_SEARCH", "AnnIndexes", "scope_text"]
@@ -55,7 +56,6 @@ log = structlog.get_logger(__name__)
 DEFAULT_MIN_ROWS: Final = 20_000
 #: ``hnsw.ef_search`` of the store's connections (recall 0.996 at 100k in the issue).
 EF_SEARCH: Final = 100
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 #: The advisory lock of the one index build of ``memories`` at a time (``_table_lock``).
 _TABLE_LOCK: Final = "actormem.ann\x1f(memories)"
 #: Seconds between two tries for it.
@@ -77,7 +77,7 @@ def _literal(value: str) -> str:
 def predicate(scope: Namespace) -> str:
     """The partial index's predicate: the scope's live rows, values as literals."""
     parts = [f"{k} = {_literal(v)}" for k, v in sorted(scope.items())]
-    return " AND ".join([*parts, _LIVE])
+    return " AND ".join([*parts, PG_LIVE])
 
 
 class AnnIndexes:

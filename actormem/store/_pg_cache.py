@@ -104,7 +104,14 @@ import structlog
 from actormem.store._pg_ann import scope_text
 from actormem.store._pg_cache_index import LOAD_COLUMNS, FirstStage, ScopeIndex
 from actormem.store._pg_feed import TRIMMED_KEY, snapshot_unseen, snapshot_xmin
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, read_snapshot, scope_sql
+from actormem.store._pg_queries import (
+    PG_LIVE,
+    PG_NS,
+    PG_SELECT,
+    cosine_sql,
+    read_snapshot,
+    scope_sql,
+)
 from actormem.store._pg_search import Candidates, FirstStageQuery
 from actormem.store._types import Namespace
 
@@ -142,7 +149,7 @@ _EPOCH: Final = (
 )
 
 
-def _changed_sql(table: str, columns: str = "user_id, agent_id, run_id, session_id") -> str:
+def _changed_sql(table: str, columns: str = PG_NS) -> str:
     """``columns`` of the rows of ``table`` whose stamp a snapshot did not see (passed as
     its xmax, its in-progress list, then itself: :func:`snapshot_unseen`).  Planned
     alone (the callers materialize it), so it is two index conditions on ``chg`` --

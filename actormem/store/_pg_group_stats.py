@@ -44,15 +44,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from actormem.store._pg_queries import PG_LIVE, PG_NS
+
 __all__ = ["append_sql", "groups_sql", "stats_from_groups"]
 
-_NS: Final = "user_id, agent_id, run_id, session_id"
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 _KEY_EQ: Final = (
     "g.term = d.term AND g.user_id = d.user_id AND g.agent_id = d.agent_id "
     "AND g.run_id = d.run_id AND g.session_id = d.session_id AND g.pgrp = d.pgrp"
 )
-_GROUP_COLUMNS: Final = f"term, {_NS}, pgrp, ids, tfs, doclens, df, max_tf, min_doclen"
+_GROUP_COLUMNS: Final = f"term, {PG_NS}, pgrp, ids, tfs, doclens, df, max_tf, min_doclen"
 
 
 def groups_sql(rows: str) -> str:
@@ -61,10 +61,10 @@ def groups_sql(rows: str) -> str:
     group's ``df`` and bounds."""
     return (
         f"INSERT INTO posting_groups ({_GROUP_COLUMNS}) "
-        f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id), array_agg(u.tf), array_agg(r.doclen), "
+        f"SELECT u.term, {PG_NS}, r.pgrp, array_agg(r.id), array_agg(u.tf), array_agg(r.doclen), "
         "count(*), max(u.tf), min(r.doclen) "
         f"FROM ({rows}) AS r, unnest(r.terms, r.tfs) AS u(term, tf) "
-        f"GROUP BY u.term, {_NS}, r.pgrp"
+        f"GROUP BY u.term, {PG_NS}, r.pgrp"
     )
 
 
@@ -74,7 +74,7 @@ def _append_sql(rows: str) -> str:
         groups_sql(rows).replace(
             "INSERT INTO posting_groups ", "INSERT INTO posting_groups AS g ", 1
         )
-        + f" ON CONFLICT (term, {_NS}, pgrp) DO UPDATE SET "
+        + f" ON CONFLICT (term, {PG_NS}, pgrp) DO UPDATE SET "
         "ids = g.ids || excluded.ids, tfs = g.tfs || excluded.tfs, "
         "doclens = g.doclens || excluded.doclens, df = g.df + excluded.df, "
         "max_tf = greatest(g.max_tf, excluded.max_tf), "
@@ -87,8 +87,8 @@ def _remove_sql(rows: str) -> str:
     the groups they empty, rewrite the others' arrays and ``df`` (two statements; the
     bounds stay, a looser bound is still a bound)."""
     gone = (
-        f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS gone FROM ({rows}) AS r, "
-        f"unnest(r.terms) AS u(term) GROUP BY u.term, {_NS}, r.pgrp"
+        f"SELECT u.term, {PG_NS}, r.pgrp, array_agg(r.id) AS gone FROM ({rows}) AS r, "
+        f"unnest(r.terms) AS u(term) GROUP BY u.term, {PG_NS}, r.pgrp"
     )
     return (
         f"WITH d AS ({gone}) DELETE FROM posting_groups g USING d "
@@ -101,7 +101,7 @@ def _remove_sql(rows: str) -> str:
     )
 
 
-_POSTED: Final = f"{_NS}, id, pgrp, doclen, terms, tfs"
+_POSTED: Final = f"{PG_NS}, id, pgrp, doclen, terms, tfs"
 # an update's rows whose postings go (``_GONE``) or come (``_CAME``): as in version 8
 _SAME: Final = """(n.terms, n.tfs, n.doclen, n.user_id, n.agent_id, n.run_id, n.session_id,
         n.pgrp) IS NOT DISTINCT FROM
@@ -164,7 +164,7 @@ def stats_from_groups(conn: Any, dim: int) -> None:
     _replace_function(
         conn,
         "actormem_groups_delete",
-        _remove_sql(f"SELECT {_POSTED} FROM old_rows WHERE {_LIVE}"),
+        _remove_sql(f"SELECT {_POSTED} FROM old_rows WHERE {PG_LIVE}"),
     )
     _replace_function(
         conn,
@@ -178,11 +178,11 @@ def stats_from_groups(conn: Any, dim: int) -> None:
     conn.execute("DROP VIEW term_bounds")
     conn.execute("DROP TABLE term_stats")
     conn.execute(
-        f"CREATE VIEW term_stats AS SELECT term, {_NS}, sum(df)::bigint AS df, "
+        f"CREATE VIEW term_stats AS SELECT term, {PG_NS}, sum(df)::bigint AS df, "
         "max(max_tf) AS max_tf, min(min_doclen) AS min_doclen FROM posting_groups "
-        f"GROUP BY term, {_NS}"
+        f"GROUP BY term, {PG_NS}"
     )
     conn.execute(
-        f"CREATE VIEW term_bounds AS SELECT term, {_NS}, max_tf, min_doclen FROM term_stats"
+        f"CREATE VIEW term_bounds AS SELECT term, {PG_NS}, max_tf, min_doclen FROM term_stats"
     )
     conn.execute("ANALYZE posting_groups")

@@ -66,13 +66,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from actormem.store._pg_queries import PG_LIVE, PG_NS
+
 __all__ = ["GROUP_SETTING", "group_postings", "groups_sql"]
 
 #: The transaction-local setting in which the store's insert path declares its posting group.
 GROUP_SETTING: Final = "actormem.posting_group"
 
-_NS: Final = "user_id, agent_id, run_id, session_id"
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 _KEY_EQ: Final = (
     "g.term = d.term AND g.user_id = d.user_id AND g.agent_id = d.agent_id "
     "AND g.run_id = d.run_id AND g.session_id = d.session_id AND g.pgrp = d.pgrp"
@@ -85,17 +85,17 @@ def groups_sql(rows: str) -> str:
     """``INSERT`` of the posting groups of ``rows`` (new groups: a query of namespace,
     ``id``, ``pgrp``, ``doclen``, ``terms``, ``tfs`` columns)."""
     return (
-        f"INSERT INTO posting_groups (term, {_NS}, pgrp, ids, tfs, doclens) "
-        f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id), array_agg(u.tf), array_agg(r.doclen) "
+        f"INSERT INTO posting_groups (term, {PG_NS}, pgrp, ids, tfs, doclens) "
+        f"SELECT u.term, {PG_NS}, r.pgrp, array_agg(r.id), array_agg(u.tf), array_agg(r.doclen) "
         f"FROM ({rows}) AS r, unnest(r.terms, r.tfs) AS u(term, tf) "
-        f"GROUP BY u.term, {_NS}, r.pgrp"
+        f"GROUP BY u.term, {PG_NS}, r.pgrp"
     )
 
 
 def _append_sql(rows: str) -> str:
     """Append ``rows`` to their groups (created when missing)."""
     return (
-        groups_sql(rows) + f" ON CONFLICT (term, {_NS}, pgrp) DO UPDATE SET "
+        groups_sql(rows) + f" ON CONFLICT (term, {PG_NS}, pgrp) DO UPDATE SET "
         "ids = g.ids || excluded.ids, tfs = g.tfs || excluded.tfs, "
         "doclens = g.doclens || excluded.doclens"
     ).replace("INSERT INTO posting_groups ", "INSERT INTO posting_groups AS g ", 1)
@@ -105,8 +105,8 @@ def _remove_sql(rows: str) -> str:
     """Take ``rows`` (namespace, ``id``, ``pgrp``, ``terms``) out of their groups: drop
     the groups they empty, rewrite the others' arrays (two statements)."""
     gone = (
-        f"SELECT u.term, {_NS}, r.pgrp, array_agg(r.id) AS gone FROM ({rows}) AS r, "
-        f"unnest(r.terms) AS u(term) GROUP BY u.term, {_NS}, r.pgrp"
+        f"SELECT u.term, {PG_NS}, r.pgrp, array_agg(r.id) AS gone FROM ({rows}) AS r, "
+        f"unnest(r.terms) AS u(term) GROUP BY u.term, {PG_NS}, r.pgrp"
     )
     # the groups losing every row go first (a namespace forgotten, a batch deleted),
     # then the others are rewritten without the rows that went
@@ -126,17 +126,17 @@ def raise_bounds_sql(rows: str) -> str:
     ``terms``, ``tfs``); a missing statistics row is created with ``df`` 0 (the
     statistics' own trigger counts the row)."""
     return (
-        f"INSERT INTO term_stats AS t (term, {_NS}, df, max_tf, min_doclen) "
-        f"SELECT u.term, {_NS}, 0, max(u.tf), min(r.doclen) FROM ({rows}) AS r, "
-        f"unnest(r.terms, r.tfs) AS u(term, tf) GROUP BY u.term, {_NS} "
-        f"ORDER BY u.term, {_NS} ON CONFLICT (term, {_NS}) DO UPDATE SET "
+        f"INSERT INTO term_stats AS t (term, {PG_NS}, df, max_tf, min_doclen) "
+        f"SELECT u.term, {PG_NS}, 0, max(u.tf), min(r.doclen) FROM ({rows}) AS r, "
+        f"unnest(r.terms, r.tfs) AS u(term, tf) GROUP BY u.term, {PG_NS} "
+        f"ORDER BY u.term, {PG_NS} ON CONFLICT (term, {PG_NS}) DO UPDATE SET "
         "max_tf = greatest(t.max_tf, excluded.max_tf), "
         "min_doclen = least(t.min_doclen, excluded.min_doclen) "
         "WHERE t.max_tf < excluded.max_tf OR t.min_doclen > excluded.min_doclen"
     )
 
 
-_POSTED: Final = f"{_NS}, id, pgrp, doclen, terms, tfs"
+_POSTED: Final = f"{PG_NS}, id, pgrp, doclen, terms, tfs"
 # an update's rows whose postings go (``_GONE``) or come (``_CAME``): as in version 4
 _SAME: Final = """(n.terms, n.tfs, n.doclen, n.user_id, n.agent_id, n.run_id, n.session_id,
         n.pgrp) IS NOT DISTINCT FROM
@@ -167,9 +167,9 @@ def group_postings(conn: Any, dim: int) -> None:
         "(t.term, t.user_id, t.agent_id, t.run_id, t.session_id)"
     )
     conn.execute(
-        f"INSERT INTO term_stats (term, {_NS}, df, max_tf, min_doclen) "
-        f"SELECT term, {_NS}, 0, max_tf, min_doclen FROM term_bounds "
-        f"ON CONFLICT (term, {_NS}) DO NOTHING"
+        f"INSERT INTO term_stats (term, {PG_NS}, df, max_tf, min_doclen) "
+        f"SELECT term, {PG_NS}, 0, max_tf, min_doclen FROM term_bounds "
+        f"ON CONFLICT (term, {PG_NS}) DO NOTHING"
     )
     # -- the postings' triggers of versions 4 and 7 go ---------------------------------------
     for op in ("update", "delete"):
@@ -177,7 +177,7 @@ def group_postings(conn: Any, dim: int) -> None:
         conn.execute(f"DROP FUNCTION IF EXISTS actormem_postings_{op}()")
     conn.execute("DROP TABLE term_bounds")
     conn.execute(
-        f"CREATE VIEW term_bounds AS SELECT term, {_NS}, max_tf, min_doclen FROM term_stats"
+        f"CREATE VIEW term_bounds AS SELECT term, {PG_NS}, max_tf, min_doclen FROM term_stats"
     )
     # -- groups -----------------------------------------------------------------------------
     conn.execute("ALTER TABLE memories ADD COLUMN pgrp bigint")
@@ -193,9 +193,9 @@ def group_postings(conn: Any, dim: int) -> None:
             term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
             run_id text NOT NULL, session_id text NOT NULL, pgrp bigint NOT NULL,
             ids text[] NOT NULL, tfs integer[] NOT NULL, doclens integer[] NOT NULL,
-            PRIMARY KEY (term, {_NS}, pgrp))"""
+            PRIMARY KEY (term, {PG_NS}, pgrp))"""
     )
-    conn.execute(groups_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE} ORDER BY seq"))
+    conn.execute(groups_sql(f"SELECT {_POSTED} FROM memories WHERE {PG_LIVE} ORDER BY seq"))
     conn.execute("DROP TABLE postings")
     conn.execute(
         "CREATE VIEW postings AS SELECT g.term, g.user_id, g.agent_id, g.run_id, "
@@ -204,7 +204,7 @@ def group_postings(conn: Any, dim: int) -> None:
     )
     came = f"SELECT {_cols('n')} FROM new_rows n JOIN old_rows o USING (id) WHERE {_CAME}"
     bodies = {
-        "delete": _remove_sql(f"SELECT {_POSTED} FROM old_rows WHERE {_LIVE}"),
+        "delete": _remove_sql(f"SELECT {_POSTED} FROM old_rows WHERE {PG_LIVE}"),
         "update": _remove_sql(
             f"SELECT {_cols('o')} FROM new_rows n JOIN old_rows o USING (id) WHERE {_GONE}"
         )

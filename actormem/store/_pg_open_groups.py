@@ -63,6 +63,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from actormem.store._pg_groups import GROUP_SETTING
+from actormem.store._pg_queries import PG_LIVE, PG_NS
 
 __all__ = [
     "OPEN_GROUP_ROWS",
@@ -82,8 +83,6 @@ SMALL_BATCH: int = 32
 _STEP_SMALL: Final = 32
 _STEP_ROWS: Final = 128
 
-_NS: Final = "user_id, agent_id, run_id, session_id"
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 
 Key = tuple[str, ...]
 
@@ -113,16 +112,16 @@ def claim_open_groups(conn: Any, small: Mapping[Key, int]) -> tuple[int, dict[Ke
     keys = sorted(small)
     cols = [list(c) for c in zip(*keys, strict=True)]
     row = conn.execute(
-        f"WITH o AS (INSERT INTO posting_open AS o ({_NS}, pgrp, taken) "
+        f"WITH o AS (INSERT INTO posting_open AS o ({PG_NS}, pgrp, taken) "
         "SELECT u.user_id, u.agent_id, u.run_id, u.session_id, nextval('posting_group_seq'), u.n "
         "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int4[]) "
         "AS u(user_id, agent_id, run_id, session_id, n) ORDER BY 1, 2, 3, 4 "
-        f"ON CONFLICT ({_NS}) DO UPDATE SET "
+        f"ON CONFLICT ({PG_NS}) DO UPDATE SET "
         "pgrp = CASE WHEN o.taken + excluded.taken > %s THEN excluded.pgrp ELSE o.pgrp END, "
         "taken = CASE WHEN o.taken + excluded.taken > %s THEN excluded.taken "
         "ELSE o.taken + excluded.taken END "
-        f"RETURNING {_NS}, pgrp) "
-        f"SELECT {batch}, (SELECT array_agg(ARRAY[{_NS}, pgrp::text]) FROM o)",
+        f"RETURNING {PG_NS}, pgrp) "
+        f"SELECT {batch}, (SELECT array_agg(ARRAY[{PG_NS}, pgrp::text]) FROM o)",
         (*cols, [small[k] for k in keys], OPEN_GROUP_ROWS, OPEN_GROUP_ROWS, GROUP_SETTING),
     ).fetchone()
     opened = {tuple(r[:4]): int(r[4]) for r in row[1]}
@@ -135,7 +134,7 @@ def share_small_groups(conn: Any, dim: int) -> None:
     conn.execute(
         "CREATE TABLE posting_open (user_id text NOT NULL, agent_id text NOT NULL, "
         "run_id text NOT NULL, session_id text NOT NULL, pgrp bigint NOT NULL, "
-        f"taken integer NOT NULL, PRIMARY KEY ({_NS}))"
+        f"taken integer NOT NULL, PRIMARY KEY ({PG_NS}))"
     )
     # the live rows of small groups, in namespaces with two or more of them, bucketed
     # by namespace in seq order; a bucket's group number from the sequence
@@ -143,28 +142,28 @@ def share_small_groups(conn: Any, dim: int) -> None:
         f"""
         CREATE TEMP TABLE actormem_regroup ON COMMIT DROP AS
         WITH sizes AS (
-            SELECT {_NS}, pgrp, count(*) AS n FROM memories WHERE {_LIVE}
-            GROUP BY {_NS}, pgrp),
-        small AS (SELECT {_NS}, pgrp FROM sizes WHERE n < {_STEP_SMALL}),
-        many AS (SELECT {_NS} FROM small GROUP BY {_NS} HAVING count(*) > 1),
+            SELECT {PG_NS}, pgrp, count(*) AS n FROM memories WHERE {PG_LIVE}
+            GROUP BY {PG_NS}, pgrp),
+        small AS (SELECT {PG_NS}, pgrp FROM sizes WHERE n < {_STEP_SMALL}),
+        many AS (SELECT {PG_NS} FROM small GROUP BY {PG_NS} HAVING count(*) > 1),
         rows_ AS (
             SELECT m.id, m.user_id, m.agent_id, m.run_id, m.session_id,
                 (row_number() OVER (PARTITION BY m.user_id, m.agent_id, m.run_id, m.session_id
                     ORDER BY m.seq) - 1) / {_STEP_ROWS} AS bucket
-            FROM memories m JOIN small s USING ({_NS}, pgrp) JOIN many USING ({_NS})
-            WHERE m.{_LIVE.replace(" AND ", " AND m.")}),
+            FROM memories m JOIN small s USING ({PG_NS}, pgrp) JOIN many USING ({PG_NS})
+            WHERE m.{PG_LIVE.replace(" AND ", " AND m.")}),
         buckets AS MATERIALIZED (
             SELECT b.*, nextval('posting_group_seq') AS pgrp FROM (
-                SELECT {_NS}, bucket, count(*) AS n FROM rows_ GROUP BY {_NS}, bucket
-                ORDER BY {_NS}, bucket) AS b)
-        SELECT r.id, b.* FROM rows_ r JOIN buckets b USING ({_NS}, bucket)"""
+                SELECT {PG_NS}, bucket, count(*) AS n FROM rows_ GROUP BY {PG_NS}, bucket
+                ORDER BY {PG_NS}, bucket) AS b)
+        SELECT r.id, b.* FROM rows_ r JOIN buckets b USING ({PG_NS}, bucket)"""
     )
     # the version-9 triggers move each row's postings with their df and bounds
     conn.execute("UPDATE memories m SET pgrp = r.pgrp FROM actormem_regroup r WHERE m.id = r.id")
     conn.execute(
-        f"INSERT INTO posting_open ({_NS}, pgrp, taken) "
-        f"SELECT DISTINCT ON ({_NS}) {_NS}, pgrp, n FROM actormem_regroup "
-        f"ORDER BY {_NS}, bucket DESC"
+        f"INSERT INTO posting_open ({PG_NS}, pgrp, taken) "
+        f"SELECT DISTINCT ON ({PG_NS}) {PG_NS}, pgrp, n FROM actormem_regroup "
+        f"ORDER BY {PG_NS}, bucket DESC"
     )
     conn.execute("DROP TABLE actormem_regroup")
     conn.execute("ANALYZE posting_groups")

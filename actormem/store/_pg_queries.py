@@ -23,6 +23,7 @@ from actormem.store._journal_rows import check_compaction, check_entry, check_st
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     HISTORY_SELECT,
+    LIVE,
     NS_COLS,
     check_limit,
     check_memory_id,
@@ -49,6 +50,7 @@ from actormem.store._types import (
 
 __all__ = [
     "PG_LIVE",
+    "PG_NS",
     "PG_SELECT",
     "PgQueries",
     "cosine_sql",
@@ -65,7 +67,9 @@ PG_SELECT: Final = (
     "tags, source_ids, created_at, updated_at, last_accessed, access_count, superseded_by, "
     "deleted_at, metadata::text"
 )
-PG_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
+PG_LIVE: Final = LIVE
+#: The namespace columns, in the order of every namespace index.
+PG_NS: Final = ", ".join(NS_COLS)
 
 
 def cosine_sql(col: str = "embedding") -> str:

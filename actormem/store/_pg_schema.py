@@ -54,6 +54,7 @@ from actormem.store._pg_feed import add_change_feed
 from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._pg_open_groups import share_small_groups
+from actormem.store._pg_queries import PG_LIVE, PG_NS
 from actormem.store._pg_terms import cap_stored_terms
 from actormem.store._types import SchemaVersionError, StoreError
 
@@ -221,33 +222,30 @@ def _add_seq(conn: Any, dim: int) -> None:
     conn.execute("ALTER TABLE memories ADD COLUMN seq bigserial")
 
 
-_NS: Final = "user_id, agent_id, run_id, session_id"
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
-
 # What a set of rows adds to the statistics (``sign`` 1) or takes away (-1): used
 # by the triggers below on their transition tables.
 _DELTA_SCOPES: Final = f"""
-    INSERT INTO scope_stats AS s ({_NS}, docs, doclen, episodes)
-    SELECT {_NS}, sum(sign), sum(sign * doclen),
+    INSERT INTO scope_stats AS s ({PG_NS}, docs, doclen, episodes)
+    SELECT {PG_NS}, sum(sign), sum(sign * doclen),
         coalesce(sum(sign) FILTER (WHERE kind = 'episode'), 0)
-    FROM d GROUP BY {_NS} ORDER BY {_NS}
-    ON CONFLICT ({_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
+    FROM d GROUP BY {PG_NS} ORDER BY {PG_NS}
+    ON CONFLICT ({PG_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
         doclen = s.doclen + excluded.doclen,
         episodes = s.episodes + excluded.episodes"""
 _DELTA_TERMS: Final = f"""
-    INSERT INTO term_stats AS t (term, {_NS}, df)
-    SELECT u.term, {_NS}, sum(sign) FROM d, unnest(d.terms) AS u(term)
-    GROUP BY u.term, {_NS} HAVING sum(sign) <> 0 ORDER BY u.term, {_NS}
-    ON CONFLICT (term, {_NS}) DO UPDATE SET df = t.df + excluded.df"""
+    INSERT INTO term_stats AS t (term, {PG_NS}, df)
+    SELECT u.term, {PG_NS}, sum(sign) FROM d, unnest(d.terms) AS u(term)
+    GROUP BY u.term, {PG_NS} HAVING sum(sign) <> 0 ORDER BY u.term, {PG_NS}
+    ON CONFLICT (term, {PG_NS}) DO UPDATE SET df = t.df + excluded.df"""
 
 
-_PICK: Final = f"{_NS}, doclen, kind, terms"
+_PICK: Final = f"{PG_NS}, doclen, kind, terms"
 #: Per event, the rows of a statement whose statistics change (``sign`` 1: added, -1: taken
 #: away), read by the statistics' statement triggers (schema v3; v9 keeps them for
 #: ``scope_stats`` only, :mod:`actormem.store._pg_group_stats`).
 STATS_ROWS: Final = {
-    "insert": f"SELECT {_PICK}, 1 AS sign FROM new_rows WHERE {_LIVE}",
-    "delete": f"SELECT {_PICK}, -1 AS sign FROM old_rows WHERE {_LIVE}",
+    "insert": f"SELECT {_PICK}, 1 AS sign FROM new_rows WHERE {PG_LIVE}",
+    "delete": f"SELECT {_PICK}, -1 AS sign FROM old_rows WHERE {PG_LIVE}",
     # only rows whose statistics can change (not access counters, vectors)
     "update": """
         SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.doclen, n.kind, n.terms,
@@ -289,23 +287,23 @@ def _add_stats(conn: Any, dim: int) -> None:
             user_id text NOT NULL, agent_id text NOT NULL, run_id text NOT NULL,
             session_id text NOT NULL, docs bigint NOT NULL DEFAULT 0,
             doclen bigint NOT NULL DEFAULT 0, episodes bigint NOT NULL DEFAULT 0,
-            PRIMARY KEY ({_NS}))"""
+            PRIMARY KEY ({PG_NS}))"""
     )
     conn.execute(
         f"""
         CREATE TABLE term_stats (
             term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
             run_id text NOT NULL, session_id text NOT NULL, df bigint NOT NULL,
-            PRIMARY KEY (term, {_NS}))"""
+            PRIMARY KEY (term, {PG_NS}))"""
     )
     conn.execute(
         f"""
-        WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {_LIVE})
+        WITH d AS (SELECT {PG_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {PG_LIVE})
         {_DELTA_SCOPES}"""
     )
     conn.execute(
         f"""
-        WITH d AS (SELECT {_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {_LIVE})
+        WITH d AS (SELECT {PG_NS}, 1 AS sign, doclen, kind, terms FROM memories WHERE {PG_LIVE})
         {_DELTA_TERMS}"""
     )
     statement_triggers(
@@ -320,8 +318,8 @@ def _add_stats(conn: Any, dim: int) -> None:
     )
     # neighbouring episodes (search context) of a concrete namespace, in order
     conn.execute(
-        f"CREATE INDEX memories_episodes ON memories ({_NS}, seq) "
-        f"WHERE kind = 'episode' AND {_LIVE}"
+        f"CREATE INDEX memories_episodes ON memories ({PG_NS}, seq) "
+        f"WHERE kind = 'episode' AND {PG_LIVE}"
     )
     # approximate vector indexes of large scopes (see actormem.store._pg_hnsw)
     conn.execute(
@@ -333,7 +331,7 @@ def _add_stats(conn: Any, dim: int) -> None:
     )
 
 
-_POSTED: Final = f"{_NS}, id, doclen, terms, tfs"
+_POSTED: Final = f"{PG_NS}, id, doclen, terms, tfs"
 # an update's rows whose postings go (``_GONE``) or come (``_CAME``)
 _SAME: Final = """(n.terms, n.tfs, n.doclen, n.user_id, n.agent_id, n.run_id, n.session_id)
         IS NOT DISTINCT FROM
@@ -347,8 +345,8 @@ _CAME: Final = f"""n.deleted_at IS NULL AND n.superseded_by IS NULL AND NOT (
 def post_sql(rows: str) -> str:
     """``INSERT`` of the postings of ``rows`` (a query of :data:`_POSTED` columns)."""
     return (
-        f"INSERT INTO postings (term, {_NS}, id, tf, doclen) "
-        f"SELECT u.term, {_NS}, r.id, u.tf, r.doclen FROM ({rows}) AS r, "
+        f"INSERT INTO postings (term, {PG_NS}, id, tf, doclen) "
+        f"SELECT u.term, {PG_NS}, r.id, u.tf, r.doclen FROM ({rows}) AS r, "
         "unnest(r.terms, r.tfs) AS u(term, tf)"
     )
 
@@ -357,10 +355,10 @@ def bound_sql(rows: str) -> str:
     """Raise ``term_bounds`` to cover ``rows`` (a query of :data:`_POSTED` columns)."""
     # only ever raised: a bound that a deletion left loose is still a bound
     return (
-        f"INSERT INTO term_bounds AS b (term, {_NS}, max_tf, min_doclen) "
-        f"SELECT u.term, {_NS}, max(u.tf), min(r.doclen) FROM ({rows}) AS r, "
-        f"unnest(r.terms, r.tfs) AS u(term, tf) GROUP BY u.term, {_NS} "
-        f"ORDER BY u.term, {_NS} ON CONFLICT (term, {_NS}) DO UPDATE SET "
+        f"INSERT INTO term_bounds AS b (term, {PG_NS}, max_tf, min_doclen) "
+        f"SELECT u.term, {PG_NS}, max(u.tf), min(r.doclen) FROM ({rows}) AS r, "
+        f"unnest(r.terms, r.tfs) AS u(term, tf) GROUP BY u.term, {PG_NS} "
+        f"ORDER BY u.term, {PG_NS} ON CONFLICT (term, {PG_NS}) DO UPDATE SET "
         "max_tf = greatest(b.max_tf, excluded.max_tf), "
         "min_doclen = least(b.min_doclen, excluded.min_doclen) "
         "WHERE b.max_tf < excluded.max_tf OR b.min_doclen > excluded.min_doclen"
@@ -369,7 +367,7 @@ def bound_sql(rows: str) -> str:
 
 def _unpost_sql(rows: str) -> str:
     return (
-        f"DELETE FROM postings p USING (SELECT u.term, {_NS}, r.id FROM ({rows}) AS r, "
+        f"DELETE FROM postings p USING (SELECT u.term, {PG_NS}, r.id FROM ({rows}) AS r, "
         "unnest(r.terms) AS u(term)) AS d WHERE p.term = d.term AND p.user_id = d.user_id "
         "AND p.agent_id = d.agent_id AND p.run_id = d.run_id AND p.session_id = d.session_id "
         "AND p.id = d.id"
@@ -407,13 +405,13 @@ def _add_postings(conn: Any, dim: int) -> None:
         CREATE TABLE term_bounds (
             term text NOT NULL, user_id text NOT NULL, agent_id text NOT NULL,
             run_id text NOT NULL, session_id text NOT NULL, max_tf integer NOT NULL,
-            min_doclen integer NOT NULL, PRIMARY KEY (term, {_NS}))"""
+            min_doclen integer NOT NULL, PRIMARY KEY (term, {PG_NS}))"""
     )
-    conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
-    conn.execute(bound_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
-    conn.execute(f"CREATE INDEX postings_key ON postings (term, {_NS}, id) INCLUDE (tf, doclen)")
-    live_new = f"SELECT {_POSTED} FROM new_rows WHERE {_LIVE}"
-    live_old = f"SELECT {_POSTED} FROM old_rows WHERE {_LIVE}"
+    conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {PG_LIVE}"))
+    conn.execute(bound_sql(f"SELECT {_POSTED} FROM memories WHERE {PG_LIVE}"))
+    conn.execute(f"CREATE INDEX postings_key ON postings (term, {PG_NS}, id) INCLUDE (tf, doclen)")
+    live_new = f"SELECT {_POSTED} FROM new_rows WHERE {PG_LIVE}"
+    live_old = f"SELECT {_POSTED} FROM old_rows WHERE {PG_LIVE}"
     came = (
         "SELECT n.user_id, n.agent_id, n.run_id, n.session_id, n.id, n.doclen, n.terms, "
         f"n.tfs FROM new_rows n JOIN old_rows o USING (id) WHERE {_CAME}"
@@ -468,7 +466,7 @@ def _postings_written_by_writer(conn: Any, dim: int) -> None:
     conn.execute("DROP TRIGGER IF EXISTS memories_postings_insert ON memories")
     conn.execute("DROP FUNCTION IF EXISTS actormem_postings_insert()")
     unique = (
-        f"CREATE UNIQUE INDEX postings_unique ON postings (term, {_NS}, id) INCLUDE (tf, doclen)"
+        f"CREATE UNIQUE INDEX postings_unique ON postings (term, {PG_NS}, id) INCLUDE (tf, doclen)"
     )
     try:
         with conn.transaction():  # a savepoint: a doubled posting undoes only this
@@ -478,7 +476,7 @@ def _postings_written_by_writer(conn: Any, dim: int) -> None:
             raise
         log.warning("store.pg_postings_rebuilt", reason="postings written twice")
         conn.execute("DELETE FROM postings")
-        conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {_LIVE}"))
+        conn.execute(post_sql(f"SELECT {_POSTED} FROM memories WHERE {PG_LIVE}"))
         conn.execute(unique)
     conn.execute("DROP INDEX postings_key")
     conn.execute("ALTER INDEX postings_unique RENAME TO postings_key")

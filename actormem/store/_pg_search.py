@@ -76,13 +76,19 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, distance_sql, scope_sql
+from actormem.store._pg_queries import (
+    PG_LIVE,
+    PG_NS,
+    PG_SELECT,
+    cosine_sql,
+    distance_sql,
+    scope_sql,
+)
 from actormem.store._types import Namespace, SearchFilters
 
 __all__ = ["Candidates", "FirstStageQuery", "collect", "filters_sql", "term_counts", "vector_top"]
 
 _EPISODE: Final = "episode"
-_NS: Final = "user_id, agent_id, run_id, session_id"
 # the episodes' index order (namespace, seq), backwards and forwards
 _E_NS: Final = "e.user_id DESC, e.agent_id DESC, e.run_id DESC, e.session_id"
 _E_NS_ASC: Final = "e.user_id, e.agent_id, e.run_id, e.session_id"
@@ -459,7 +465,7 @@ def collect(
         # the candidates and of the rows 1 before and 1-2 after them are complete
         s.add(
             "c0 AS MATERIALIZED (SELECT id FROM vc UNION SELECT id FROM kw), "
-            f"ce AS MATERIALIZED (SELECT id, {_NS}, seq FROM memories "
+            f"ce AS MATERIALIZED (SELECT id, {PG_NS}, seq FROM memories "
             "WHERE id = ANY((SELECT coalesce(array_agg(id), '{}') FROM c0)::text[]) "
             f"AND kind = '{_EPISODE}' AND (SELECT ctx FROM cfg)), "
             "nb AS MATERIALIZED (SELECT z.id, bool_or(z.o BETWEEN -1 AND 2) AS trusted "
@@ -483,7 +489,7 @@ def collect(
         cos = cosine_sql() if vec_on else "0.0::float8"
         # the rows by primary key, driven by ``nb`` (which also says whose blend is complete)
         s.add(
-            f"cs AS (SELECT id, kind, {_NS}, seq, nb.trusted, {cos} AS c, ",
+            f"cs AS (SELECT id, kind, {PG_NS}, seq, nb.trusted, {cos} AS c, ",
             *([qvec] if vec_on else []),
         )
         _bm25(s, qterms if kw_on else [], k1, b)
@@ -504,7 +510,7 @@ def collect(
 
         s.add(
             f"cl AS (SELECT id, trusted, {blend('c')} AS bc, {blend('k')} AS bk FROM cs "
-            f"WINDOW w AS (PARTITION BY {_NS}, kind = '{_EPISODE}' ORDER BY seq)), "
+            f"WINDOW w AS (PARTITION BY {PG_NS}, kind = '{_EPISODE}' ORDER BY seq)), "
             # only complete blends: the candidates and their trusted neighbours
             "ct AS (SELECT id, bc, bk FROM cl WHERE trusted), "
             "cr AS (SELECT id, bc, bk, row_number() OVER (ORDER BY bc DESC, id) AS vr, "

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from actormem.store._pg_group_stats import append_sql, groups_sql
 from actormem.store._pg_open_groups import claim_open_groups, small_namespaces
+from actormem.store._pg_queries import PG_LIVE, PG_NS
 from actormem.store._pg_search import term_counts
 from actormem.store._records import Change, jsonb_text, us
 from actormem.store._types import MemoryRecord, Namespace
@@ -40,8 +41,6 @@ __all__ = [
 
 F32 = npt.NDArray[np.float32]
 
-_NS: Final = "user_id, agent_id, run_id, session_id"
-_LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 _INSERT_COLUMNS: Final = (
     "id, user_id, agent_id, run_id, session_id, kind, content, content_hash, embedding, "
     "importance, tags, source_ids, created_at, updated_at, last_accessed, access_count, "
@@ -203,10 +202,10 @@ def add_insert_stats(
         parts.append(
             (
                 "s",
-                f"""INSERT INTO scope_stats AS s ({_NS}, docs, doclen, episodes)
+                f"""INSERT INTO scope_stats AS s ({PG_NS}, docs, doclen, episodes)
             SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
                 %s::int8[], %s::int8[], %s::int8[])
-            ON CONFLICT ({_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
+            ON CONFLICT ({PG_NS}) DO UPDATE SET docs = s.docs + excluded.docs,
                 doclen = s.doclen + excluded.doclen, episodes = s.episodes + excluded.episodes""",
             )
         )
@@ -223,7 +222,7 @@ def add_insert_stats(
             0,
             (
                 "r",
-                f"SELECT {_NS}, id, pgrp, doclen, terms, tfs, content, {_LIVE} AS live "
+                f"SELECT {PG_NS}, id, pgrp, doclen, terms, tfs, content, {PG_LIVE} AS live "
                 "FROM memories WHERE id = ANY(%s::text[])",
             ),
         )
@@ -232,8 +231,8 @@ def add_insert_stats(
         parts.append(
             (
                 "h",
-                f"INSERT INTO history (id, memory_id, {_NS}, op, old_content, new_content, ts, "
-                f"reason) SELECT %s::text || (u.o - 1), r.id, {_NS}, 'ADD', NULL, r.content, "
+                f"INSERT INTO history (id, memory_id, {PG_NS}, op, old_content, new_content, ts, "
+                f"reason) SELECT %s::text || (u.o - 1), r.id, {PG_NS}, 'ADD', NULL, r.content, "
                 "%s::int8, '' FROM unnest(%s::text[]) WITH ORDINALITY AS u(id, o) "
                 "JOIN r USING (id) ORDER BY u.o",
             )
@@ -243,7 +242,7 @@ def add_insert_stats(
         # the postings, one group row per term and namespace with its document
         # frequency and bounds (schema v9), built by the server from the rows just copied
         sql = "WITH " + ", ".join(f"{n} AS ({q})" for n, q in parts) + " "
-        posted = f"SELECT {_NS}, id, pgrp, doclen, terms, tfs FROM r WHERE live"
+        posted = f"SELECT {PG_NS}, id, pgrp, doclen, terms, tfs FROM r WHERE live"
         sql += append_sql(posted) if append else groups_sql(posted)
     elif parts:
         # no live row: the last part is the statement, the others its expressions
