@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +49,7 @@ from actormem.cluster._spec import (
     ClusterConfigError,
     ClusterError,
     actor_name,
+    check_actor_options,
     check_backends,
     make_spec,
 )
@@ -195,7 +198,7 @@ class RemoteRuntime:
         connect = {
             "max_restarts": max_restarts,
             "failover_timeout": float(failover_timeout),
-            "actor_options": dict(actor_options or {}),
+            "actor_options": check_actor_options(actor_options),
         }
         actor = _get_or_create(spec, connect)
         info = _describe(actor, spec)
@@ -326,7 +329,7 @@ class RemoteRuntime:
         """Async :meth:`flush`."""
         await self._acall("flush", timeout)
 
-    def save_session(self, session_id: str | None = None) -> str:
+    def save_session(self, session_id: str | None = None) -> Path | str:
         """Save the runtime state (the agent's own session when ``session_id`` is None).
 
         A returned save of the agent's own session acknowledges every
@@ -334,14 +337,15 @@ class RemoteRuntime:
         :meth:`flush`).
 
         Returns:
-            The session's location.
+            As ``MemoryRuntime.save_session``: the file (a ``Path``) for JSON
+            sessions (one-node clusters), the location string for PostgreSQL.
         """
-        result: str = self._call("save_session", session_id)
+        result: Path | str = self._call("save_session", session_id)
         return result
 
-    async def asave_session(self, session_id: str | None = None) -> str:
+    async def asave_session(self, session_id: str | None = None) -> Path | str:
         """Async :meth:`save_session`."""
-        result: str = await self._acall("save_session", session_id)
+        result: Path | str = await self._acall("save_session", session_id)
         return result
 
     # -- ending ----------------------------------------------------------------------------
@@ -550,18 +554,37 @@ def _describe(actor: Any, spec: AgentSpec) -> dict[str, Any]:
     except ray.exceptions.RayTaskError as exc:
         raise _unwrapped(exc) from None
     except ray.exceptions.RayActorError as exc:
-        raise ClusterError(
-            f"the agent {spec.session_id!r} could not start: {_creation_error(exc)}"
-        ) from None
+        raise creation_error(spec, exc) from exc
     return info
 
 
-def _creation_error(exc: BaseException) -> str:
+#: The runtime's errors a failed actor start is raised as (by the name Ray's message gives).
+_AS_CONFIG_ERROR = ("ClusterConfigError", "ValueError", "TypeError")
+
+
+def creation_error(spec: AgentSpec, exc: BaseException) -> ClusterError:
+    """The error to raise when the agent's actor could not start (``exc``: Ray's, the cause).
+
+    Ray keeps only the text of an error raised in an actor's ``__init__``
+    (the traceback; its last ``Name: message`` line is the error): a
+    refusal of the agent's settings (:class:`ClusterConfigError`, or the
+    runtime's ``ValueError``/``TypeError`` on its
+    arguments) is raised as :class:`ClusterConfigError`, anything else as
+    :class:`ClusterError`; the caller chains Ray's error as the cause.
+    """
     text = str(exc)
-    # Ray's message carries the actor's traceback; its last line names the error.
-    lines = [line for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if "Error:" in line or "Error(" in line]
-    return errors[-1].strip() if errors else (lines[-1].strip() if lines else repr(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    found = [m for m in map(_ERROR_LINE.match, lines) if m is not None]
+    if found:
+        name, message = found[-1].group(1), found[-1].group(2)
+        what = f"{name}: {message}"
+    else:
+        name, what = "", (lines[-1] if lines else repr(exc))
+    kind = ClusterConfigError if name in _AS_CONFIG_ERROR else ClusterError
+    return kind(f"the agent {spec.session_id!r} could not start: {what}")
+
+
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.*)$")
 
 
 class RemoteSessions:

@@ -50,16 +50,22 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from actormem.cluster._calls import CALLS
 from actormem.cluster._events import EventBuffer
-from actormem.cluster._spec import AgentRestartedError, AgentSpec, ClusterConfigError
+from actormem.cluster._spec import (
+    AgentRestartedError,
+    AgentSpec,
+    ClusterConfigError,
+    differing_settings,
+)
 from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
-from actormem.session import SessionInfo
+from actormem.session import JsonSession, SessionInfo
 
 __all__ = ["MemoryHost"]
 
@@ -90,7 +96,11 @@ class MemoryHost:
             kwargs["store"] = spec.store
         if spec.sessions is not None:
             kwargs["sessions"] = spec.sessions
-        self._rt = MemoryRuntime(namespace=spec.namespace, **kwargs)
+        if spec.store is not None or spec.options.get("long_term") is not None:
+            kwargs["namespace"] = spec.namespace
+        # else short-term memory only: the namespace names the session's owner (below), and
+        # the runtime refuses one without long-term memory
+        self._rt = MemoryRuntime(**kwargs)
         self._buffer = EventBuffer()
         self._rt.events.subscribe(self._buffer.append)
         try:
@@ -157,23 +167,19 @@ class MemoryHost:
                 f"the actor named for {spec.identity()!r} hosts {mine.identity()!r}: refusing "
                 "to answer for another namespace"
             )
-        differ = [
-            name
-            for name in ("store", "sessions", "write_through")
-            if getattr(spec, name) != getattr(mine, name)
-        ]
+        differ = differing_settings(spec, mine)
         if differ:
             raise ClusterConfigError(
                 f"the agent {mine.session_id!r} of {mine.namespace.key()!r} already runs with "
-                f"another {', '.join(differ)}: connect with the settings it was created with "
-                "(or stop() it first)"
+                f"{', '.join('another ' + d for d in differ)}: connect with the settings it was "
+                "created with (or stop() it first)"
             )
         rt = self._rt
         return {
             "incarnation": self.incarnation,
             "restored": self.restored,
             "released": list(self._released),
-            "namespace": rt.namespace,
+            "namespace": self._spec.namespace,
             "long_term_mode": rt.long_term_mode,
             "compressor_enabled": rt.compressor_enabled,
             "has_journal": rt.journal is not None,
@@ -265,10 +271,12 @@ class MemoryHost:
         info = self._rt.session.put(sid, {**self._extras, RUNTIME: self._rt.state_dict()})
         return info.path
 
-    def _save_session(self, session_id: str | None = None) -> str:
+    def _save_session(self, session_id: str | None = None) -> Path | str:
         if session_id is None or session_id == self._spec.session_id:
-            return self._save()
-        return str(self._rt.save_session(session_id))
+            where = self._save()
+            # as MemoryRuntime.save_session: the file for JSON sessions, the location otherwise
+            return Path(where) if isinstance(self._rt.session, JsonSession) else where
+        return self._rt.save_session(session_id)
 
     def session_put(
         self, session_id: str, states: dict[str, Any], runtime_as: str | None

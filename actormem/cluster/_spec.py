@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
@@ -25,7 +26,9 @@ __all__ = [
     "ClusterConfigError",
     "ClusterError",
     "actor_name",
+    "check_actor_options",
     "check_backends",
+    "differing_settings",
     "make_spec",
 ]
 
@@ -39,6 +42,17 @@ _RESERVED: Final = {
     "store": "pass store= to RemoteRuntime.connect",
     "sessions": "pass sessions= to RemoteRuntime.connect",
     "ui": "the memory explorer is not served from a cluster actor (run `actormem ui` on the store)",
+}
+
+#: Ray actor options the handle sets itself: the agent's identity (name,
+#: namespace), its lifetime, and who decides what is sent again.
+_OWN_ACTOR_OPTIONS: Final = {
+    "name": "the actor is named for the agent's namespace and session id",
+    "namespace": "agents' actors live in the Ray namespace 'actormem'",
+    "lifetime": "an agent's actor is detached: it outlives the caller that made it",
+    "get_if_exists": "connect always gets the agent's actor, or creates it",
+    "max_restarts": "pass max_restarts= to RemoteRuntime.connect",
+    "max_task_retries": "the handle decides which calls are sent again after a failover",
 }
 
 
@@ -158,6 +172,100 @@ def make_spec(
         idle_release=None if idle_release is None else float(idle_release),
         options=dict(options),
     )
+
+
+def check_actor_options(actor_options: object) -> dict[str, Any]:
+    """Check ``RemoteRuntime.connect(actor_options=...)``: Ray's ``.options()`` the handle
+    does not set itself.
+
+    Raises:
+        ClusterConfigError: not a mapping with string keys, or an option the
+            handle sets (the message names it and says why).
+    """
+    if actor_options is None:
+        return {}
+    if not isinstance(actor_options, dict | Mapping) or not all(
+        isinstance(k, str) for k in actor_options
+    ):
+        raise ClusterConfigError(
+            "RemoteRuntime.connect(actor_options=...) must be a mapping of Ray actor options, "
+            f"got {type(actor_options).__name__}"
+        )
+    own = [k for k in actor_options if k in _OWN_ACTOR_OPTIONS]
+    if own:
+        why = "; ".join(f"{k}: {_OWN_ACTOR_OPTIONS[k]}" for k in own)
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect(actor_options=...) may not set {', '.join(own)} ({why})"
+        )
+    return dict(actor_options)
+
+
+def _same(a: object, b: object, depth: int = 0) -> bool:
+    """Whether two option values define the same agent (equal, or equal in every attribute)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        equal = a == b
+        if isinstance(equal, bool) and equal:
+            return True
+        if not isinstance(equal, bool) and hasattr(equal, "all"):  # an array's elementwise ==
+            return bool(equal.all())
+    except Exception:  # an __eq__ that refuses: compare the attributes
+        pass
+    if depth > 4:
+        return False
+    if isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple)
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    fields_a, fields_b = _fields(a), _fields(b)
+    if fields_a is None or fields_b is None:
+        return False
+    return _same(fields_a, fields_b, depth + 1)
+
+
+def _fields(obj: object) -> dict[str, Any] | None:
+    """An object's state (its ``__dict__`` and slots), or None when it has none to compare."""
+    state: dict[str, Any] = {}
+    if hasattr(obj, "__dict__"):
+        state.update(vars(obj))
+    for cls in type(obj).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if isinstance(slot, str) and hasattr(obj, slot) and slot != "__weakref__":
+                state[slot] = getattr(obj, slot)
+    if not state and not hasattr(obj, "__dict__"):
+        return None
+    return state
+
+
+_MISSING: Final = object()
+
+
+def differing_settings(asked: AgentSpec, running: AgentSpec) -> list[str]:
+    """The settings of ``asked`` that are not those the running agent was created with.
+
+    Every setting that defines the agent: the store, the session storage,
+    ``write_through``, ``idle_release`` and each ``MemoryRuntime`` option
+    (``embedder``, ``recorder``, ``autocontext``, ``model``...; objects
+    compare by type and state, so two ``HashEmbedder(64)`` are the same).
+    """
+    differ = [
+        name
+        for name in ("store", "sessions", "write_through", "idle_release")
+        if getattr(asked, name) != getattr(running, name)
+    ]
+    for name in sorted(set(asked.options) | set(running.options)):
+        if (
+            name not in asked.options
+            or name not in running.options
+            or not _same(asked.options[name], running.options[name])
+        ):
+            differ.append(name)
+    return differ
 
 
 def check_backends(spec: AgentSpec, nodes: int) -> None:

@@ -7,13 +7,14 @@ second host on the same spec is that restart.  Real PostgreSQL (the suite's).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actormem.cluster import AgentRestartedError, ClusterConfigError
+from actormem.cluster import AgentRestartedError, ClusterConfigError, ClusterError
 from actormem.cluster._host import MemoryHost
-from actormem.cluster._spec import AgentSpec, check_backends, make_spec
+from actormem.cluster._spec import AgentSpec, check_actor_options, check_backends, make_spec
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
@@ -150,3 +151,87 @@ def test_connect_arguments_are_checked_where_they_enter() -> None:
         make_spec("s", None, object(), None, False, {})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session id"):
         make_spec("../x", None, None, None, False, {})
+
+
+def test_an_agent_with_short_term_memory_only_is_created_and_restored(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    # no store: a normal agent (no long-term memory), its session still owned by its namespace
+    only = make_spec("st", ALICE, None, url, False, {})
+    first = MemoryHost(only)
+    hosts.append(first)
+    assert first._rt.long_term_mode is None
+    first.call("add", (Msg.user("short-term only"),), {}, None, False)
+    first.call("flush", (), {}, None, False)
+    assert first.describe(only)["namespace"] == ALICE
+    again = MemoryHost(only)
+    hosts.append(again)
+    assert again.restored is True
+    assert texts(again) == ["short-term only"]
+    with pytest.raises(ClusterConfigError, match="belongs to the agent of namespace"):
+        MemoryHost(make_spec("st", Namespace(user_id="bob"), None, url, False, {}))
+
+
+def test_a_connect_with_other_settings_is_refused_naming_each(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    h = MemoryHost(spec(url))
+    hosts.append(h)
+    assert h.describe(spec(url))["incarnation"] == h.incarnation  # equal settings, new objects
+    for other, named in (
+        (spec(url, embedder=HashEmbedder(16)), "another embedder"),
+        (spec(url, recorder=RecorderConfig(batch_seconds=1.0)), "another recorder"),
+        (spec(url, autocontext=True), "another autocontext"),
+        (spec(url, write_through=True), "another write_through"),
+        (make_spec("s1", ALICE, url, url, False, {}, idle_release=5), "another idle_release"),
+    ):
+        with pytest.raises(ClusterConfigError, match=named):
+            h.describe(other)
+
+
+def test_actor_options_may_not_change_what_the_handle_decides() -> None:
+    assert check_actor_options({"num_cpus": 0.5}) == {"num_cpus": 0.5}
+    assert check_actor_options(None) == {}
+    for key in ("name", "namespace", "lifetime", "get_if_exists", "max_task_retries"):
+        with pytest.raises(ClusterConfigError, match=f"may not set {key}"):
+            check_actor_options({key: 1, "num_cpus": 1})
+    with pytest.raises(ClusterConfigError, match=r"pass max_restarts= to RemoteRuntime\.connect"):
+        check_actor_options({"max_restarts": 3})
+    with pytest.raises(ClusterConfigError, match="must be a mapping"):
+        check_actor_options([("num_cpus", 1)])
+
+
+def test_a_refused_actor_start_is_a_cluster_config_error_with_rays_error_as_cause() -> None:
+    from ray.exceptions import RayActorError
+
+    from actormem.cluster._handle import creation_error
+
+    s = make_spec("s1", ALICE, None, None, False, {})
+    text = (
+        "The actor died because of an error raised in its creation task, ray::x:MemoryHost\n"
+        '  File "/x/_host.py", line 9, in _owned\n    raise ClusterConfigError(\n'
+        "actormem.cluster._spec.ClusterConfigError: session 's1' belongs to the agent of "
+        "namespace ['bob'], not ['alice']: a session id names one agent"
+    )
+    died = RayActorError(error_msg=text, actor_init_failed=True)
+    err = creation_error(s, died)
+    assert type(err) is ClusterConfigError
+    assert "could not start: ClusterConfigError: session 's1' belongs to" in str(err)
+    other = creation_error(s, RayActorError(error_msg="...\nOSError: disk full"))
+    assert type(other) is ClusterError and "OSError: disk full" in str(other)
+
+
+def test_save_session_answers_as_the_local_runtime(
+    url: str, tmp_path: Any, hosts: list[MemoryHost]
+) -> None:
+    on_pg = MemoryHost(spec(url))
+    hosts.append(on_pg)
+    assert isinstance(on_pg.call("save_session", (None,), {}, None, False)[1], str)
+    folder = MemoryHost(
+        make_spec("s1", ALICE, url, tmp_path, False, {"embedder": HashEmbedder(32)})
+    )
+    hosts.append(folder)
+    path = folder.call("save_session", (None,), {}, None, False)[1]
+    assert isinstance(path, Path) and path == tmp_path / "s1.json" and path.exists()
+    other = folder.call("save_session", ("s2",), {}, None, False)[1]
+    assert isinstance(other, Path) and other == tmp_path / "s2.json"
