@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,14 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import print_table, summary, write_results
-
-HEALTH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 200,
-    "health_check_timeout_ms": 200,
-    "health_check_failure_threshold": 3,
-}
-NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20}
 
 
 def _timed(fn: Any, n: int) -> list[float]:
@@ -55,37 +44,19 @@ def _timed(fn: Any, n: int) -> list[float]:
     return out
 
 
-def _kill_node(cluster: Any, node: Any) -> None:
-    import psutil
-
-    raylet = node.all_processes["raylet"][0].process.pid
-    procs = psutil.Process(raylet).children(recursive=True)
-    cluster.remove_node(node, allow_graceful=False)
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(procs, timeout=30)
-
-
-def inner(pg: str, out: str, agents: list[int], calls: int, failovers: int) -> None:
+def inner(pg: str, out: str, tmp: str, agents: list[int], calls: int, failovers: int) -> None:
     import ray
-    from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from actormem import MemoryRuntime
     from actormem.cluster import RemoteRuntime
+    from actormem.cluster._sandbox import NODE, kill_node, on_node, start_cluster
     from actormem.messages import Msg
     from actormem.models.embedders import HashEmbedder
     from actormem.store import Namespace
 
     res: dict[str, Any] = {"load_start": os.getloadavg()}
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={**NODE, "include_dashboard": False, "_system_config": HEALTH},
-    )
-    worker = cluster.add_node(**NODE)
-    ray.init(address=cluster.address, logging_level="WARNING")
-    cluster.wait_for_nodes()
+    cluster, (worker,) = start_cluster(tmp)
     nodes = [cluster.head_node.node_id, worker.node_id]
 
     def connect(sid: str, node: str, ns: Namespace) -> RemoteRuntime:
@@ -95,10 +66,7 @@ def inner(pg: str, out: str, agents: list[int], calls: int, failovers: int) -> N
             store=pg,
             sessions=pg,
             embedder=HashEmbedder(64),
-            actor_options={
-                "num_cpus": 0.01,
-                "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
-            },
+            actor_options=on_node(node),
         )
 
     # -- round trips ---------------------------------------------------------------
@@ -181,7 +149,7 @@ def inner(pg: str, out: str, agents: list[int], calls: int, failovers: int) -> N
         h.flush()
         assert h.where()["node_id"] == node.node_id
         t = time.perf_counter()
-        _kill_node(cluster, node)
+        kill_node(cluster, node)
         texts = [m.text for m in h.messages()]
         times.append(time.perf_counter() - t)
         assert texts == ["before"], texts
@@ -204,25 +172,20 @@ def main() -> None:
     ap.add_argument("--agents", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--failovers", type=int, default=3)
-    ap.add_argument("--inner", nargs=2, metavar=("PG_URL", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--inner", nargs=3, metavar=("PG_URL", "OUT", "TMP"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner:
-        inner(args.inner[0], args.inner[1], args.agents, args.calls, args.failovers)
+        inner(*args.inner, args.agents, args.calls, args.failovers)
         return
+    from actormem.cluster._sandbox import isolation_problem, ray_tmpdir, run_isolated
     from benchmarks._pg import drop_database, fresh_database, postgres_server
 
-    with postgres_server() as server:
+    problem = isolation_problem()
+    if problem is not None:  # Ray must not run on the host network
+        raise SystemExit(f"bench_cluster needs a private network namespace: {problem}")
+    with postgres_server() as server, ray_tmpdir() as tmp:
         url = fresh_database(server, "cluster")
-        tmp = tempfile.mkdtemp(prefix="rayam", dir="/tmp")
-        os.mkdir(os.path.join(tmp, "ray"))
         out = os.path.join(tmp, "result.json")
-        env = {
-            **os.environ,
-            "RAY_AUTH_MODE": "token",
-            "RAY_AUTH_TOKEN": secrets.token_hex(32),
-            "RAY_USAGE_STATS_ENABLED": "0",
-            "RAY_TMPDIR": tmp,
-        }
         argv = [
             sys.executable,
             "-m",
@@ -230,6 +193,7 @@ def main() -> None:
             "--inner",
             url,
             out,
+            tmp,
             "--agents",
             *map(str, args.agents),
             "--calls",
@@ -237,29 +201,10 @@ def main() -> None:
             "--failovers",
             str(args.failovers),
         ]
-        script = 'ip link set lo up && exec "$@"'
         try:
-            subprocess.run(
-                [
-                    "unshare",
-                    "--net",
-                    "--pid",
-                    "--fork",
-                    "--mount-proc",
-                    "sh",
-                    "-c",
-                    script,
-                    "sh",
-                    *argv,
-                ],
-                check=True,
-                env=env,
-                cwd=Path(__file__).resolve().parents[1],
-                timeout=1800,
-            )
+            run_isolated(argv, tmp, timeout=1800, cwd=Path(__file__).resolve().parents[1])
             res = json.loads(Path(out).read_text())
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
             drop_database(server, url)
     rt = res["round_trip_us"]
     print_table(

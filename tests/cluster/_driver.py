@@ -1,39 +1,37 @@
 """Drives a real 2-node Ray cluster for tests/cluster/test_cluster.py.
 
-Run only inside a private network and PID namespace (the test does it:
-``unshare --net --pid --fork --mount-proc``): Ray binds the host's external
+Run only inside a private network and PID namespace (the test does it, with
+``actormem.cluster._sandbox.run_isolated``): Ray binds the host's external
 interface otherwise, and when this process ends the kernel ends every Ray
-process it started.  PostgreSQL is reached through its unix socket, which
-a network namespace does not hide.
+process it started.  PostgreSQL is reached through its unix socket, which a
+network namespace does not hide.
 
-``python _driver.py main PG_URL OUT.json TMPDIR``: starts the cluster, plays the
-scenarios in order and writes what it observed (the test asserts on it).
+``python _driver.py main PG_URL OUT.json TMPDIR``: starts one cluster (a head
+and a worker), plays every scenario on it and writes what it observed (the
+test asserts on it).  Scenarios that do not interfere overlap: the second
+driver runs while the ReActAgent scenario does, an idle agent is released
+while the others run, and one kill of the worker node takes two agents
+down at once (one with an unacknowledged change, one with a read in flight).
 ``python _driver.py second ADDRESS PG_URL OUT.json``: the second driver.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
+import psutil
 import ray
-from ray.cluster_utils import Cluster
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actormem.agent import ReActAgent
-from actormem.cluster import (
-    RAY_NAMESPACE,
-    ClusterConfigError,
-    ClusterError,
-    RemoteRuntime,
-    actor_name,
-)
+from actormem.cluster import RAY_NAMESPACE, RemoteRuntime, actor_name
+from actormem.cluster._sandbox import kill_node, on_node, start_cluster
 from actormem.events import MessageAdded
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
@@ -43,86 +41,98 @@ from actormem.store import Namespace
 
 ALICE = Namespace(user_id="alice", agent_id="helper")
 BOB = Namespace(user_id="bob", agent_id="helper")
-#: Failure detection in about a second instead of Ray's default half minute.
-FAST_HEALTH = {
-    "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 200,
-    "health_check_timeout_ms": 200,
-    "health_check_failure_threshold": 3,
-}
-NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "object_store_memory": 80 * 2**20}
+#: A query holding this word blocks in the actor (see GatedEmbedder).
+GATE = "gatedquery"
+
+
+class GatedEmbedder(HashEmbedder):
+    """The hashing embedder, except that the first query holding GATE blocks in the actor.
+
+    Lets the driver kill a node while a read is genuinely in flight: the
+    first such embed (in any process; a file created with O_EXCL decides)
+    tells the driver it started (it opens the ``started`` FIFO for writing,
+    which returns once the driver reads it), then waits on the ``gate`` FIFO,
+    which nobody opens: the node dies under it.  Every embed of GATE appends
+    its process id to ``runs``.
+    """
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(64)
+        self.folder = folder
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if any(GATE in t for t in texts):
+            with open(os.path.join(self.folder, "runs"), "a") as f:
+                f.write(f"{os.getpid()}\n")
+            try:
+                fd = os.open(os.path.join(self.folder, "first"), os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                pass  # not the first: answer
+            else:
+                os.close(fd)
+                with open(os.path.join(self.folder, "started"), "w") as f:
+                    f.write("started")
+                with open(os.path.join(self.folder, "gate")) as f:
+                    f.read()  # never opened for writing: the node is killed meanwhile
+        return super().embed(texts)
 
 
 def agent(session: str, ns: Namespace, pg: str, **kw: Any) -> RemoteRuntime:
+    kw.setdefault("embedder", HashEmbedder(64))
     return RemoteRuntime.connect(
         session,
         namespace=ns,
         store=pg,
         sessions=pg,
-        embedder=HashEmbedder(64),
         recorder=RecorderConfig(batch_seconds=0.05),
         failover_timeout=90,
         **kw,
     )
 
 
-def on(node_id: str) -> dict[str, Any]:
-    # soft: when that node dies, Ray may restart the actor on another one.  A
-    # zero-CPU actor's soft affinity was ignored 1 time in 4 here; a small share is not.
-    return {
-        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True),
-        "num_cpus": 0.01,
-    }
-
-
 def texts(rt: RemoteRuntime) -> list[str]:
     return [m.text for m in rt.messages()]
 
 
-def kill_node(cluster: Cluster, node: Any) -> None:
-    """Kill a node like a machine that dies: its raylet and every process it started.
-
-    ``remove_node`` alone kills the raylet, but its workers (the agent's
-    actor among them) notice only much later; on a dead machine they are
-    gone with it.  Waits until they have exited: Ray gives no event for it.
-    """
-    import psutil
-
-    raylet = node.all_processes["raylet"][0].process.pid
-    procs = psutil.Process(raylet).children(recursive=True)
-    cluster.remove_node(node, allow_graceful=False)
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(procs, timeout=30)
-
-
-def error_of(fn: Any) -> dict[str, str]:
+def error_of(fn: Any) -> dict[str, Any]:
     try:
         fn()
     except Exception as exc:
-        return {"type": type(exc).__name__, "message": str(exc)}
-    return {"type": "none", "message": ""}
+        cause = exc.__cause__
+        return {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "cause": None if cause is None else type(cause).__name__,
+        }
+    return {"type": "none", "message": "", "cause": None}
+
+
+def exited(pid: int) -> bool:
+    """Whether the process ends within 60 s (an event: its exit; bounded)."""
+    try:
+        psutil.Process(pid).wait(timeout=60)
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.TimeoutExpired:
+        return False
+    return True
 
 
 def main(pg: str, out: str, tmp: str) -> None:
     t0 = time.monotonic()
-    res: dict[str, Any] = {}
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            **NODE,
-            "temp_dir": tmp,
-            "include_dashboard": False,
-            "_system_config": FAST_HEALTH,
-        },
-    )
-    worker = cluster.add_node(**NODE)
-    ray.init(address=cluster.address, logging_level="WARNING")
-    cluster.wait_for_nodes()
+    res: dict[str, Any] = {"phases": {}}
+    last = [t0]
+
+    def mark(phase: str) -> None:  # where the run's time goes (printed by the test)
+        now = time.monotonic()
+        res["phases"][phase] = round(now - last[0], 1)
+        last[0] = now
+
+    cluster, (worker,) = start_cluster(tmp)
     head_id = cluster.head_node.node_id
     res["cluster_up_s"] = time.monotonic() - t0
     res["nodes"] = sum(1 for n in ray.nodes() if n["Alive"])
+    mark("cluster up")
 
     # -- refused: state on one node's disk ---------------------------------------------
     res["refused_duckdb"] = error_of(
@@ -130,25 +140,26 @@ def main(pg: str, out: str, tmp: str) -> None:
     )
     res["refused_json_sessions"] = error_of(lambda: RemoteRuntime.connect("js", store=pg))
 
+    # -- an idle agent (on the head): released while the other scenarios run -----------
+    dave = agent("dave-s1", Namespace(user_id="dave"), pg, idle_release=1.0)
+    dave_pid = dave.where()["pid"]
+    dave.add(Msg.user("Remember me."))  # not flushed: the release saves it
+
+    mark("idle agent")
+
     # -- one agent, two drivers ---------------------------------------------------------
     t = time.monotonic()
-    alice = agent("alice-s1", ALICE, pg, actor_options=on(worker.node_id))
+    alice = agent("alice-s1", ALICE, pg, actor_options=on_node(worker.node_id))
     res["first_connect_s"] = time.monotonic() - t
     res["alice_node_is_worker"] = alice.where()["node_id"] == worker.node_id
     alice.add(Msg.user("I live in Porto."))
     alice.record([Msg.user("I live in Porto."), Msg.assistant("Noted.")])
     alice.flush()
-    second = os.path.join(tmp, "second.json")
-    subprocess.run(
-        [sys.executable, __file__, "second", cluster.address, pg, second], check=True, timeout=120
-    )
-    with open(second) as f:
-        res["second"] = json.load(f)
-    res["first_pid"] = alice.where()["pid"]
-    res["actor_rss_mb"] = alice.where()["rss_bytes"] / 2**20
-    res["after_second"] = texts(alice)
+    second_out = os.path.join(tmp, "second.json")
+    mark("first agent")
+    second = subprocess.Popen([sys.executable, __file__, "second", cluster.address, pg, second_out])
 
-    # -- a ReActAgent with the remote memory, unchanged --------------------------------
+    # -- meanwhile: a ReActAgent with the remote memory, unchanged ---------------------
     bot_mem = agent("bot-s1", Namespace(user_id="alice", agent_id="bot"), pg)
     model = ScriptedModel.tool_then_answer("add", {"a": 2, "b": 3}, answer="2 + 3 = 5")
 
@@ -164,17 +175,79 @@ def main(pg: str, out: str, tmp: str) -> None:
     bot2 = ReActAgent("bot", ScriptedModel([]), bot_mem, session_id="bot-s1")
     res["bot_loaded"] = bot2.load_session()
     res["bot_status"] = bot2.status.state
+    bot_pid = bot_mem.where()["pid"]
     bot_mem.stop()
+    res["stopped_process_exited"] = exited(bot_pid)
 
-    # -- kill the node hosting alice mid-conversation ----------------------------------
+    mark("react agent")
+    if second.wait(timeout=180) != 0:
+        raise RuntimeError(f"the second driver failed ({second.returncode})")
+    with open(second_out) as f:
+        res["second"] = json.load(f)
+    res["first_pid"] = alice.where()["pid"]
+    res["actor_rss_mb"] = alice.where()["rss_bytes"] / 2**20
+    res["after_second"] = texts(alice)
+
+    mark("second driver")
+
+    # -- a write-through agent on the same node, a read in flight ----------------------
+    gate = os.path.join(tmp, "gate-dir")
+    os.mkdir(gate)
+    os.mkfifo(os.path.join(gate, "started"))
+    os.mkfifo(os.path.join(gate, "gate"))
+    carol = agent(
+        "carol-s1",
+        Namespace(user_id="carol"),
+        pg,
+        write_through=True,
+        embedder=GatedEmbedder(gate),
+        actor_options=on_node(worker.node_id),
+    )
+    res["carol_on_worker"] = carol.where()["node_id"] == worker.node_id
+    carol_pid = carol.where()["pid"]
+    carol.add(Msg.user("one"))
+    carol.add([Msg.user("two"), Msg.assistant("three")])
+    carol.record([Msg.user("My cat is called Miso.")])  # write-through: flushed on return
+    answers: list[Any] = []
+
+    def read_in_flight() -> None:
+        try:
+            answers.append([h.memory.content for h in carol.retrieve(f"{GATE} Miso", 3)])
+        except Exception as exc:  # recorded, asserted on by the test
+            answers.append({"type": type(exc).__name__, "message": str(exc)})
+
+    reader = threading.Thread(target=read_in_flight)
+    reader.start()
+    started = threading.Event()
+
+    def wait_started() -> None:
+        with open(os.path.join(gate, "started")) as f:  # returns once the actor opened it
+            f.read()
+        started.set()
+
+    threading.Thread(target=wait_started, daemon=True).start()
+    if not started.wait(120):
+        raise TimeoutError("the gated read did not start in the actor within 120 s")
+
+    # -- kill the node hosting alice (mid-conversation) and carol (mid-read) -----------
     alice.add(Msg.user("My sister lives in Lisbon."))
     alice.flush()  # acknowledged: must survive
     alice.add(Msg.user("unacknowledged"))  # not acknowledged
     res["alice_dirty"] = not alice.acknowledged
+    mark("read in flight")
+    res["read_unanswered_at_kill"] = not answers and reader.is_alive()
     t = time.monotonic()
     kill_node(cluster, worker)
     res["after_kill_first_call"] = error_of(alice.messages)
     res["failover_s"] = time.monotonic() - t
+    reader.join(120)
+    res["read_answers"] = answers
+    with open(os.path.join(gate, "runs")) as f:
+        res["read_runs"] = [int(line) for line in f.read().split()]
+    res["carol_old_pid"] = carol_pid
+    res["carol_new_pid"] = carol.where()["pid"]
+    res["carol_after_kill"] = error_of(carol.messages)
+    res["carol_texts"] = texts(carol)
     res["after_failover"] = texts(alice)
     where = alice.where()
     res["moved_to_head"] = where["node_id"] == head_id
@@ -184,25 +257,9 @@ def main(pg: str, out: str, tmp: str) -> None:
     alice.flush()
     res["continued"] = texts(alice)
 
-    # -- write-through: every returned call survives, in-flight reads are resent --------
-    worker2 = cluster.add_node(**NODE)
-    cluster.wait_for_nodes()
-    carol = agent(
-        "carol-s1",
-        Namespace(user_id="carol"),
-        pg,
-        write_through=True,
-        actor_options=on(worker2.node_id),
-    )
-    res["carol_on_worker2"] = carol.where()["node_id"] == worker2.node_id
-    carol.add(Msg.user("one"))
-    carol.add([Msg.user("two"), Msg.assistant("three")])
-    kill_node(cluster, worker2)
-    res["carol_after_kill"] = error_of(carol.messages)
-    res["carol_texts"] = texts(carol)
-
     # -- the agent's events reach a subscriber in this (another) process, in order ------
-    erin = agent("erin-s1", Namespace(user_id="erin"), pg)
+    # (carol, back after the failover: no new actor process for it)
+    mark("failover")
     got: list[str] = []
     enough = threading.Event()
 
@@ -211,19 +268,16 @@ def main(pg: str, out: str, tmp: str) -> None:
         if len(got) >= 60:
             enough.set()
 
-    sub = erin.subscribe(seen, MessageAdded)
+    sub = carol.subscribe(seen, MessageAdded)
     for i in range(30):
-        erin.add(Msg.user(f"e{i}"))
-    erin.add([Msg.user(f"e{i}") for i in range(30, 60)])
+        carol.add(Msg.user(f"e{i}"))
+    carol.add([Msg.user(f"e{i}") for i in range(30, 60)])
     res["events_all_arrived"] = enough.wait(60)
     sub.dispose()
     res["events"] = got
-    erin.stop()
+    mark("events")
 
-    # -- idle release: saved and gone after a quiet second, back on the next call -------
-    dave = agent("dave-s1", Namespace(user_id="dave"), pg, idle_release=1.0)
-    dave_pid = dave.where()["pid"]
-    dave.add(Msg.user("Remember me."))  # not flushed: the release saves it
+    # -- the idle agent was released meanwhile; back on the next call --------------------
     name = actor_name(dave._spec)
     deadline = time.monotonic() + 60
     while True:  # Ray gives no event for an actor's exit: poll its name, bounded
@@ -234,7 +288,7 @@ def main(pg: str, out: str, tmp: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("the idle agent was not released within 60 s")
         time.sleep(0.1)
-    res["dave_released_s"] = 60 - (deadline - time.monotonic())
+    res["released_process_exited"] = exited(dave_pid)
     # record() is never resent after a crash; the released actor never ran it: resent
     dave.record([Msg.user("My dog is called Rex.")])
     dave.flush()
@@ -242,6 +296,7 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["dave_new_process"] = dave.where()["pid"] != dave_pid
     res["dave_rex"] = [h.memory.content for h in dave.retrieve("Rex", 3)]
     dave.stop()
+    mark("idle release")
 
     # -- a stopped agent is re-created from its session by the next call ---------------
     alice.stop()
@@ -251,6 +306,7 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["alice_unchanged_by_bob"] = texts(again)
     again.stop()
     carol.stop()
+    mark("restore after stop")
     res["total_s"] = time.monotonic() - t0
     with open(out, "w") as f:
         json.dump(res, f)
@@ -266,11 +322,22 @@ def second(address: str, pg: str, out: str) -> None:
     alice.flush()
     res["hits"] = [h.memory.content for h in alice.retrieve("Porto", 3)]
     res["bob_retrieve"] = [h.memory.content for h in agent("bob-s1", BOB, pg).retrieve("Porto", 3)]
-    try:
-        agent("alice-s1", ALICE, pg, write_through=True)
-        res["other_settings"] = "accepted"
-    except (ClusterConfigError, ClusterError) as exc:
-        res["other_settings"] = f"{type(exc).__name__}: {exc}"
+    res["other_write_through"] = error_of(lambda: agent("alice-s1", ALICE, pg, write_through=True))
+    res["other_embedder"] = error_of(
+        lambda: agent("alice-s1", ALICE, pg, embedder=HashEmbedder(32))
+    )
+    # an agent with short-term memory only (no long-term store)
+    frank_ns = Namespace(user_id="frank")
+    frank = error_of(lambda: RemoteRuntime.connect("frank-s1", namespace=frank_ns, sessions=pg))
+    res["short_term_only_connect"] = frank
+    if frank["type"] == "none":  # its restore is tested on the host (test_cluster_host)
+        st = RemoteRuntime.connect("frank-s1", namespace=frank_ns, sessions=pg)
+        st.add(Msg.user("short-term only"))
+        st.flush()
+        res["short_term_only_mode"] = st.long_term_mode
+        res["short_term_only_namespace"] = st.namespace.key()
+        res["short_term_only_texts"] = texts(st)
+        st.stop()
     with open(out, "w") as f:
         json.dump(res, f)
     ray.shutdown()
