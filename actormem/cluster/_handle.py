@@ -121,7 +121,10 @@ class RemoteRuntime:
         self._info = info
         self._connect_args = connect
         self._incarnation: str | None = info["incarnation"]
-        self._dirty = False
+        #: short-term changes not yet saved (acknowledged by save_session or flush)
+        self._unsaved = False
+        #: turns handed to the recorder and not yet committed (acknowledged by flush only)
+        self._unflushed = False
         self._closed = False
         self.session = RemoteSessions(self)
 
@@ -274,6 +277,10 @@ class RemoteRuntime:
         """Whether this handle has no unacknowledged changes (see :meth:`flush`)."""
         return not self._dirty
 
+    @property
+    def _dirty(self) -> bool:
+        return self._unsaved or self._unflushed
+
     # -- event streams ----------------------------------------------------------------
 
     @property
@@ -415,14 +422,22 @@ class RemoteRuntime:
 
     def _answered(self, name: str, call: Call, incarnation: str, args: tuple[Any, ...]) -> None:
         self._incarnation = incarnation
-        if name == "flush" or (name == "save_session" and args[0] in (None, self.session_id)):
-            self._dirty = False
-        elif (call.changes or call.records) and not self._spec.write_through:
-            self._dirty = True
+        if name == "flush":
+            self._unsaved = self._unflushed = False
+        elif name == "save_session" and args[0] in (None, self.session_id):
+            self._saved()
+        elif not self._spec.write_through:
+            self._unsaved = self._unsaved or call.changes
+            self._unflushed = self._unflushed or call.records
+
+    def _saved(self) -> None:
+        """The agent's own session was saved: the short-term changes before it are
+        acknowledged; turns still being recorded are not, until ``flush()`` commits them."""
+        self._unsaved = False
 
     def _restarted(self) -> None:
         """The agent restarted: this handle's unacknowledged changes are gone (it was told)."""
-        self._dirty = False
+        self._unsaved = self._unflushed = False
         self._incarnation = None
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -524,6 +539,29 @@ class RemoteRuntime:
             time.sleep(pause)  # Ray gives no event for "restarted"; back off, bounded
             pause = min(pause * 2, _MAX_BACKOFF)
             self._reach_again()
+
+    def _session_op(self, method: str, *args: Any) -> Any:
+        """A session save or load of ``RemoteSessions``, checked like a call.
+
+        It names the incarnation this handle has unacknowledged changes on,
+        so a restarted agent refuses it (:class:`AgentRestartedError`)
+        instead of saving its restored state as if nothing were lost; sent
+        again after losing the actor only with that same check.
+        """
+        self._check_open(method)
+
+        def send() -> Any:
+            return getattr(self._actor, method).remote(*args, self._expect())
+
+        try:
+            inc, result = self._get(send())
+        except AgentRestartedError:
+            self._restarted()
+            raise
+        except _lost_errors() as exc:
+            inc, result = self._attempt(send, method, first=exc)
+        self._incarnation = inc
+        return result
 
     def _reach_again(self) -> None:
         """Look the actor up again (Ray restarts it; after a stop, this creates it)."""
@@ -642,9 +680,9 @@ class RemoteSessions:
     ) -> SessionInfo:
         """Save ``states`` with the runtime's (as ``runtime_as``); acknowledges the agent's."""
         h = self._handle
-        info: SessionInfo = self._host("session_put", session_id, states, runtime_as)
-        if session_id == h.session_id and runtime_as is not None:
-            h._dirty = False
+        info: SessionInfo = h._session_op("session_put", session_id, states, runtime_as)
+        if session_id == h.session_id:
+            h._saved()
         return info
 
     def exists(self, session_id: str) -> bool:
@@ -677,13 +715,16 @@ class RemoteSessions:
                 raise SessionError(f"session {session_id!r} not found")
             stored = self.read(session_id)
         else:
-            found, stored = self._host(
+            h = self._handle
+            found, stored = h._session_op(
                 "session_load", session_id, runtime_as, strict, allow_missing
             )
             if not found:
                 return False
-            if session_id == self._handle.session_id:
-                self._handle._dirty = False
+            if session_id == h.session_id:
+                h._unsaved = False  # the runtime holds its own session's stored state
+            else:
+                h._unsaved = True  # another session's state, not yet saved as the agent's
         for name, module in others.items():
             if name in stored:
                 module.load_state_dict(stored[name], strict=strict)

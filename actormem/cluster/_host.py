@@ -35,9 +35,25 @@ changes were on it lost nothing, and the re-created actor accepts it; a
 call that was queued behind the release never ran, so the handle sends it
 again.
 
-A session id names one agent: the session keeps the owner's namespace
-(component ``cluster``), and an actor for another namespace refuses to
-start from it, so two namespaces never share a session.
+**Owners.**  A session id names one agent: every session written through
+the cluster keeps its writer's namespace (component ``cluster``, which a
+caller cannot set), and an agent of another namespace refuses to start
+from it, to save over it, load, read, delete or locate it
+(:class:`ClusterConfigError`, which does not name the owner), and lists
+only its own namespace's sessions.  A session written outside the cluster
+(no owner) may be adopted; the first save through the cluster stamps it.
+
+**Fencing.**  Each incarnation takes the session over at start: it loads
+it and saves it back at once with ``epoch`` one higher, a save checked
+against the version it loaded (PostgreSQL's optimistic check), so no older
+incarnation's save can land after it unseen.  A save refused by that check
+reads the stored epoch: higher means a newer incarnation owns the agent
+(this one is stale: it refuses the call, closes and ends its actor);
+otherwise a writer outside the agent saved, and this incarnation saves its
+own state (everything it acknowledged) over it.  Every call, and the
+session saves and loads of :class:`~actormem.cluster.RemoteSessions`, name
+the incarnation their caller has unacknowledged changes on.  JSON
+sessions (one-node clusters only) have no version check, so no fencing.
 
 Components saved beside the runtime in the agent's session (a
 ``ReActAgent``'s ``agent`` state) are kept: every save of the session
@@ -61,11 +77,18 @@ from actormem.cluster._spec import (
     AgentRestartedError,
     AgentSpec,
     ClusterConfigError,
+    ClusterError,
     differing_settings,
 )
+from actormem.events import SessionSaved
 from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
-from actormem.session import JsonSession, SessionInfo
+from actormem.session import (
+    JsonSession,
+    SessionConflictError,
+    SessionError,
+    SessionInfo,
+)
 
 __all__ = ["MemoryHost"]
 
@@ -76,6 +99,21 @@ log = structlog.get_logger(__name__)
 OWNER = "cluster"
 #: Released incarnations a session remembers.
 _KEEP_RELEASED = 16
+#: Times a save (or the take-over at start) is tried again after another writer's save.
+_CONFLICT_TRIES = 5
+
+
+def _exit_if_actor() -> None:
+    """End this process's actor for good when running as one (Ray does not restart it)."""
+    import ray
+
+    if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
+
+
+def _epoch_of(owner: dict[str, Any] | None) -> int:
+    epoch = owner.get("epoch") if owner else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0
 
 
 class MemoryHost:
@@ -89,6 +127,10 @@ class MemoryHost:
         self._extras: dict[str, Any] = {}
         #: incarnations that ended by an idle release (everything saved): their callers lost nothing
         self._released: list[str] = []
+        #: this incarnation's fencing epoch: one more than the session's when it took it over
+        self._epoch = 0
+        #: the newer epoch that took the session over from this incarnation (it then ends)
+        self._superseded: int | None = None
         self._closed = False
         self._watch_stop = threading.Event()
         kwargs: dict[str, Any] = dict(spec.options)
@@ -117,23 +159,64 @@ class MemoryHost:
             session_id=spec.session_id,
             namespace=spec.namespace.key(),
             incarnation=self.incarnation,
+            epoch=self._epoch,
             restored=self.restored,
         )
 
+    def _mine(self) -> list[str]:
+        return list(self._spec.namespace.key())
+
     def _restore(self) -> bool:
+        """Load the agent's session and take it over: stamp it with the next epoch.
+
+        The take-over is a save checked against the version just loaded, so
+        an older incarnation still writing (a node cut off from the cluster)
+        either saved before it (and this one loads that save: it is tried
+        again) or finds the newer epoch when its next save is refused.
+        """
         sid = self._spec.session_id
-        mine: dict[str, Any] = {"namespace": list(self._spec.namespace.key()), "released": []}
         storage = self._rt.session
-        if not storage.exists(sid):
-            self._extras = {OWNER: mine}
-            return False
-        stored = self._owned(sid)
-        found = self._rt.load_session(sid)
-        released = stored.get(OWNER, {}).get("released", [])
-        self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
-        mine["released"] = self._released
-        self._extras = {**{k: v for k, v in stored.items() if k != RUNTIME}, OWNER: mine}
-        return found
+        for _ in range(_CONFLICT_TRIES):
+            if storage.exists(sid):
+                self._owned(sid)  # never load another namespace's state, even for a moment
+            found = self._rt.load_session(sid)  # remembers the version the take-over checks
+            stored = storage.read(sid) if found else {}
+            owner = self._owner_of(sid, stored)
+            released = owner.get("released", []) if owner else []
+            self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
+            self._epoch = _epoch_of(owner) + 1
+            mine = {"namespace": self._mine(), "released": self._released, "epoch": self._epoch}
+            self._extras = {
+                **{k: v for k, v in stored.items() if k not in (RUNTIME, OWNER)},
+                OWNER: mine,
+            }
+            try:
+                self._rt.session.put(sid, {**self._extras, RUNTIME: self._rt.state_dict()})
+            except SessionConflictError as exc:
+                log.warning("cluster.takeover_raced", session_id=sid, saved_by=exc.saved_by)
+                continue
+            return found
+        raise ClusterError(
+            f"the agent {sid!r} could not take its session over: it was saved by another "
+            f"writer {_CONFLICT_TRIES} times while it loaded"
+        )
+
+    def _owner_of(self, session_id: str, stored: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored session's owner record (None: written outside the cluster).
+
+        Raises:
+            ClusterConfigError: another namespace's agent owns it.
+        """
+        owner = stored.get(OWNER)
+        if not isinstance(owner, dict):
+            return None
+        if owner.get("namespace") != self._mine():
+            raise ClusterConfigError(
+                f"session {session_id!r} belongs to another namespace's agent, not to "
+                f"{self._spec.namespace.key()!r}: a session id names one agent, and an agent "
+                "neither reads nor writes another namespace's sessions"
+            )
+        return owner
 
     def _owned(self, session_id: str) -> dict[str, Any]:
         """The stored session, if no other namespace's agent owns it.
@@ -142,14 +225,12 @@ class MemoryHost:
             ClusterConfigError: it belongs to another namespace's agent.
         """
         stored = self._rt.session.read(session_id)
-        owner = stored.get(OWNER)
-        mine = list(self._spec.namespace.key())
-        if isinstance(owner, dict) and owner.get("namespace") != mine:
-            raise ClusterConfigError(
-                f"session {session_id!r} belongs to the agent of namespace "
-                f"{owner.get('namespace')!r}, not {mine!r}: a session id names one agent"
-            )
+        self._owner_of(session_id, stored)
         return stored
+
+    def _check_owned_if_stored(self, session_id: str) -> None:
+        if self._rt.session.exists(session_id):
+            self._owned(session_id)
 
     # -- what the handle asks ---------------------------------------------------------
 
@@ -217,14 +298,15 @@ class MemoryHost:
         finally:
             self._last_call = time.monotonic()  # idle counts from the end of a call
 
-    def _call(
-        self,
-        name: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        expect: str | None,
-        retry: bool,
-    ) -> tuple[str, Any]:
+    def _check_expect(self, expect: str | None, name: str) -> None:
+        """Refuse a caller with changes on another incarnation (or any caller, once superseded)."""
+        if self._superseded is not None:
+            raise AgentRestartedError(
+                f"this incarnation of the agent {self._spec.session_id!r} (epoch {self._epoch}) "
+                f"was superseded by a newer one (epoch {self._superseded}) and ended; "
+                f"{name}() was not run: reach the agent again",
+                name,
+            )
         if expect is not None and expect != self.incarnation and expect not in self._released:
             raise AgentRestartedError(
                 f"the agent {self._spec.session_id!r} restarted from its last acknowledged "
@@ -233,6 +315,16 @@ class MemoryHost:
                 f"and {name}() was not run; continue from messages()",
                 name,
             )
+
+    def _call(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        expect: str | None,
+        retry: bool,
+    ) -> tuple[str, Any]:
+        self._check_expect(expect, name)
         spec = CALLS.get(name)
         if spec is None:
             raise AttributeError(f"{name!r} is not a call a remote agent answers")
@@ -247,8 +339,8 @@ class MemoryHost:
             return self.incarnation, rt.restart_count
         if name == "load_session":
             target = args[0] if args else kwargs.get("session_id")
-            if isinstance(target, str) and rt.session.exists(target):
-                self._owned(target)
+            if isinstance(target, str):
+                self._check_owned_if_stored(target)
         if retry and name in ("add", "add_many"):
             args = (self._not_yet_added(args[0]),)
             if not args[0]:
@@ -267,57 +359,166 @@ class MemoryHost:
         return [m for m in batch if getattr(m, "id", None) not in present]
 
     def _save(self) -> str:
+        return self._put_own({**self._extras, RUNTIME: self._rt.state_dict()}).path
+
+    def _put_own(self, states: dict[str, Any]) -> SessionInfo:
+        """Save the agent's own session, fenced by epoch.
+
+        A save refused by the version check means someone else saved since:
+        a newer incarnation (its epoch is higher: this one is stale, refuses
+        and ends, see :meth:`_supersede`) or a writer outside the agent (an
+        older incarnation cannot: the take-over moved the version past it).
+        Then this incarnation is still the agent: its state, which holds
+        everything it acknowledged, is saved over the other writer's.
+        """
         sid = self._spec.session_id
-        info = self._rt.session.put(sid, {**self._extras, RUNTIME: self._rt.state_dict()})
-        return info.path
+        storage = self._rt.session
+        for _ in range(_CONFLICT_TRIES):
+            try:
+                return storage.put(sid, states)
+            except SessionConflictError as exc:
+                conflict = exc
+            stored = storage.read(sid) if storage.exists(sid) else {}
+            owner = stored.get(OWNER) if isinstance(stored.get(OWNER), dict) else None
+            newer = _epoch_of(owner)
+            if owner is not None and owner.get("namespace") == self._mine() and newer > self._epoch:
+                self._supersede(newer)
+            log.warning(
+                "cluster.session_saved_over_another_writer",
+                session_id=sid,
+                saved_by=conflict.saved_by,
+                stored_version=conflict.stored_version,
+                epoch=self._epoch,
+            )
+            storage.load(sid, {}, strict=False)  # take the stored version; keep this state
+        raise ClusterError(
+            f"the agent {sid!r} could not save its session: another writer saved it "
+            f"{_CONFLICT_TRIES} times in a row"
+        )
+
+    def _supersede(self, newer: int) -> None:
+        """A newer incarnation took the session over: refuse, end this one (never save again)."""
+        self._superseded = newer
+        log.error(
+            "cluster.incarnation_superseded",
+            session_id=self._spec.session_id,
+            incarnation=self.incarnation,
+            epoch=self._epoch,
+            newer_epoch=newer,
+        )
+        self._closed = True
+        self._watch_stop.set()
+        try:
+            self._rt.close(10)
+        except Exception as exc:  # ending anyway
+            log.warning("cluster.superseded_close_failed", error=repr(exc))
+        _exit_if_actor()
+        self._check_expect(None, "save")  # not in a Ray actor (tests): raise for the caller
+
+    def _put_other(self, session_id: str, states: dict[str, Any]) -> SessionInfo:
+        """Save a session that is not the agent's own, stamped with this namespace as owner.
+
+        Raises:
+            ClusterConfigError: another namespace's agent owns ``session_id``.
+        """
+        self._check_owned_if_stored(session_id)
+        t0 = time.perf_counter()
+        info = self._rt.session.put(session_id, {**states, OWNER: {"namespace": self._mine()}})
+        self._rt.bus.publish(
+            SessionSaved(
+                source=RUNTIME,
+                session_id=session_id,
+                path=info.path,
+                nbytes=info.nbytes,
+                duration_ms=(time.perf_counter() - t0) * 1e3,
+            )
+        )
+        return info
 
     def _save_session(self, session_id: str | None = None) -> Path | str:
         if session_id is None or session_id == self._spec.session_id:
             where = self._save()
-            # as MemoryRuntime.save_session: the file for JSON sessions, the location otherwise
-            return Path(where) if isinstance(self._rt.session, JsonSession) else where
-        return self._rt.save_session(session_id)
+        else:
+            where = self._put_other(session_id, {RUNTIME: self._rt.state_dict()}).path
+        # as MemoryRuntime.save_session: the file for JSON sessions, the location otherwise
+        return Path(where) if isinstance(self._rt.session, JsonSession) else where
 
     def session_put(
-        self, session_id: str, states: dict[str, Any], runtime_as: str | None
-    ) -> SessionInfo:
-        """Save the caller's components with the runtime (as ``runtime_as``, when given)."""
+        self,
+        session_id: str,
+        states: dict[str, Any],
+        runtime_as: str | None,
+        expect: str | None = None,
+    ) -> tuple[str, SessionInfo]:
+        """Save the caller's components with the runtime (as ``runtime_as``, when given).
+
+        Refused like any call when ``expect`` names another incarnation.  The
+        caller cannot set the owner component: it is always this agent's.
+        """
         self._last_call = time.monotonic()
-        full = dict(states)
+        self._check_expect(expect, "save_session")
+        if runtime_as == OWNER:
+            raise SessionError(f"component name {OWNER!r} is the cluster's own: use another name")
+        full = {k: v for k, v in states.items() if k != OWNER}
         if runtime_as is not None:
             full[runtime_as] = self._rt.state_dict()
-        if session_id == self._spec.session_id:
-            if RUNTIME not in full:  # the agent restores from it: never drop it
-                full[RUNTIME] = self._rt.state_dict()
-            full[OWNER] = self._extras[OWNER]
-            self._extras = {k: v for k, v in full.items() if k != RUNTIME}
-        return self._rt.session.put(session_id, full)
+        if session_id != self._spec.session_id:
+            return self.incarnation, self._put_other(session_id, full)
+        if RUNTIME not in full:  # the agent restores from it: never drop it
+            full[RUNTIME] = self._rt.state_dict()
+        full[OWNER] = self._extras[OWNER]
+        info = self._put_own(full)
+        self._extras = {k: v for k, v in full.items() if k != RUNTIME}
+        return self.incarnation, info
 
     def session_load(
-        self, session_id: str, runtime_as: str, strict: bool, allow_missing: bool
-    ) -> tuple[bool, dict[str, Any]]:
+        self,
+        session_id: str,
+        runtime_as: str,
+        strict: bool,
+        allow_missing: bool,
+        expect: str | None = None,
+    ) -> tuple[str, tuple[bool, dict[str, Any]]]:
         """Restore the runtime from a session; answer (found, the other components)."""
         self._last_call = time.monotonic()
+        self._check_expect(expect, "load_session")
         storage = self._rt.session
-        if storage.exists(session_id):
-            self._owned(session_id)
+        self._check_owned_if_stored(session_id)
         found = storage.load(
             session_id, {runtime_as: self._rt}, strict=strict, allow_missing=allow_missing
         )
         if not found:
-            return False, {}
-        others = {k: v for k, v in storage.read(session_id).items() if k != runtime_as}
+            return self.incarnation, (False, {})
+        stored = storage.read(session_id)
+        others = {k: v for k, v in stored.items() if k not in (runtime_as, OWNER)}
         if session_id == self._spec.session_id:
+            newer = _epoch_of(self._owner_of(session_id, stored))
+            if newer > self._epoch:
+                self._supersede(newer)
             self._extras = {**others, OWNER: self._extras[OWNER]}
-        return True, others
+        return self.incarnation, (True, others)
 
     def session_call(self, name: str, args: tuple[Any, ...]) -> Any:
-        """``location``, ``exists``, ``read``, ``list`` or ``delete`` of the session storage."""
+        """``location``, ``exists``, ``read``, ``list`` or ``delete`` of the session storage.
+
+        Only this namespace's sessions: one another namespace's agent owns is
+        refused (:class:`ClusterConfigError`), and ``list`` names only the
+        sessions this namespace's agents wrote.
+        """
         if name not in ("location", "exists", "read", "list", "delete"):
             raise AttributeError(f"{name!r} is not a session storage call")
-        if name in ("read", "delete") and self._rt.session.exists(args[0]):
-            self._owned(args[0])
-        return getattr(self._rt.session, name)(*args)
+        storage = self._rt.session
+        if name == "list":
+            return [info for info in storage.list() if self._is_mine(info.session_id)]
+        self._check_owned_if_stored(args[0])
+        return getattr(storage, name)(*args)
+
+    def _is_mine(self, session_id: str) -> bool:
+        try:
+            owner = self._rt.session.read(session_id).get(OWNER)
+        except SessionError:  # gone since the listing, or unreadable: not listed
+            return False
+        return isinstance(owner, dict) and owner.get("namespace") == self._mine()
 
     def where(self) -> dict[str, Any]:
         """The node, process and its resident memory hosting the agent (placement, costs)."""

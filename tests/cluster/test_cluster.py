@@ -134,7 +134,7 @@ def test_namespaces_are_never_crossed(run: dict[str, Any]) -> None:
     assert run["second"]["bob_retrieve"] == []  # bob's agent does not see alice's memories
     # the actor's refusal to start, as the documented type, with Ray's error as the cause
     assert run["bob_same_session"]["type"] == "ClusterConfigError", run["bob_same_session"]
-    assert "belongs to the agent of namespace" in run["bob_same_session"]["message"]
+    assert "belongs to another namespace's agent" in run["bob_same_session"]["message"]
     assert run["bob_same_session"]["cause"] == "ActorDiedError"
     assert run["alice_unchanged_by_bob"] == run["restored_after_stop"]
 

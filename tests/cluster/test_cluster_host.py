@@ -109,13 +109,13 @@ def test_another_namespace_never_starts_from_an_agents_session(
     hosts.append(alice)
     alice.call("add", (Msg.user("alice's secret"),), {}, None, False)
     alice.call("flush", (), {}, None, False)
-    with pytest.raises(ClusterConfigError, match="belongs to the agent of namespace"):
+    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
         MemoryHost(spec(url, ns=Namespace(user_id="bob", agent_id="helper")))
     bob = MemoryHost(spec(url, ns=Namespace(user_id="bob"), sid="s2"))
     hosts.append(bob)
-    with pytest.raises(ClusterConfigError, match="belongs to the agent of namespace"):
+    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
         bob.call("load_session", ("s1",), {}, None, False)
-    with pytest.raises(ClusterConfigError, match="belongs to the agent of namespace"):
+    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
         bob.session_load("s1", "runtime", False, True)
     assert texts(bob) == []
     assert bob.call("retrieve", ("secret",), {}, None, False)[1] == []
@@ -168,7 +168,7 @@ def test_an_agent_with_short_term_memory_only_is_created_and_restored(
     hosts.append(again)
     assert again.restored is True
     assert texts(again) == ["short-term only"]
-    with pytest.raises(ClusterConfigError, match="belongs to the agent of namespace"):
+    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
         MemoryHost(make_spec("st", Namespace(user_id="bob"), None, url, False, {}))
 
 
@@ -210,8 +210,8 @@ def test_a_refused_actor_start_is_a_cluster_config_error_with_rays_error_as_caus
     text = (
         "The actor died because of an error raised in its creation task, ray::x:MemoryHost\n"
         '  File "/x/_host.py", line 9, in _owned\n    raise ClusterConfigError(\n'
-        "actormem.cluster._spec.ClusterConfigError: session 's1' belongs to the agent of "
-        "namespace ['bob'], not ['alice']: a session id names one agent"
+        "actormem.cluster._spec.ClusterConfigError: session 's1' belongs to another "
+        "namespace's agent, not to ('alice', 'helper', '', ''): a session id names one agent"
     )
     died = RayActorError(error_msg=text, actor_init_failed=True)
     err = creation_error(s, died)
