@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench stress fuzz soak clean browser screenshots test-llamacpp
+.PHONY: demo test lint typecheck unit bench stress fuzz soak clean browser cluster-tools screenshots test-llamacpp
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy actormem
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser cluster-tools
 	$(BIN)/pytest -q
 
 # The memory explorer's tests drive Debian's chromium through its chromedriver.
@@ -35,6 +35,16 @@ browser:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 			chromium chromium-driver >/dev/null; \
+	fi
+
+# The cluster tests run Ray in a private network namespace (unshare, ip); they
+# fail without them (ACTORMEM_SKIP_CLUSTER_TESTS=1 skips them instead).
+cluster-tools:
+	@if ! PATH="$$PATH:/usr/sbin:/sbin" sh -c 'command -v unshare && command -v ip' >/dev/null; then \
+		echo "installing util-linux and iproute2 for the cluster tests"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+			util-linux iproute2 >/dev/null; \
 	fi
 
 # Re-take the README's screenshots of the memory explorer (docs/ui/*.png).

@@ -37,14 +37,16 @@ re-creates it from its session, losing nothing.
 The modules: ``_spec`` (identity, backend checks, errors), ``_calls`` (the
 forwarded calls and their failover behaviour), ``_host`` (the actor),
 ``_events`` (the event buffer and the subscriber's pump), ``_handle`` (the
-handle and the session storage a ``ReActAgent`` uses).
+handle, its fleeting-memory mapping and the session storage a ``ReActAgent``
+uses), ``_sandbox`` (not API: the loopback cluster in a private network
+namespace that the cluster tests and benchmarks start).
 """
 
 from __future__ import annotations
 
 from actormem.cluster._calls import CALLS, NOT_FORWARDED
 from actormem.cluster._events import EventsLostError
-from actormem.cluster._handle import RemoteJournal, RemoteRuntime, RemoteSessions
+from actormem.cluster._handle import RemoteFleeting, RemoteJournal, RemoteRuntime, RemoteSessions
 from actormem.cluster._spec import (
     RAY_NAMESPACE,
     AgentRestartedError,
@@ -63,6 +65,7 @@ __all__ = [
     "ClusterConfigError",
     "ClusterError",
     "EventsLostError",
+    "RemoteFleeting",
     "RemoteJournal",
     "RemoteRuntime",
     "RemoteSessions",

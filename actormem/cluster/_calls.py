@@ -5,7 +5,7 @@ change the short-term state) and by the handle (which may be resent to a
 restarted actor, which leave unacknowledged state behind).  A call added
 to :class:`~actormem.runtime.MemoryRuntime` must be added here (or to
 :data:`NOT_FORWARDED` with the reason): ``tests/cluster/test_cluster_calls.py``
-walks the runtime's public calls.
+walks the runtime's public members, of the class and of an instance.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["ASYNC_TWINS", "CALLS", "NOT_FORWARDED", "Call"]
+__all__ = ["ASYNC_TWINS", "CALLS", "HOST_CALLS", "NOT_FORWARDED", "Call"]
 
 
 class Call(msgspec.Struct, frozen=True):
@@ -81,6 +81,10 @@ CALLS: Final[dict[str, Call]] = {
     "dream": Call(retry=False),
     # properties read remotely
     "restart_count": _READ,
+    # the runtime's fleeting memory (``handle.fleeting``, a mapping; saved with the session)
+    "fleeting_get": _READ,
+    "fleeting_set": Call(retry=True, changes=True),
+    "fleeting_delete": Call(retry=False, changes=True),
     # the actor's own: a returned one acknowledges everything before it
     "flush": Call(retry=True),
     "save_session": Call(retry=True),
@@ -124,7 +128,11 @@ ASYNC_TWINS: Final[dict[str, str]] = {
     )
 }
 
-#: Public runtime members a remote handle does not forward, and why.
+#: Calls of the table that are not runtime methods: the host answers them itself.
+HOST_CALLS: Final = frozenset({"fleeting_get", "fleeting_set", "fleeting_delete"})
+
+#: Public runtime members (of the class, or set on each instance) a remote handle
+#: does not forward, and why; reading one on a handle raises AttributeError saying so.
 NOT_FORWARDED: Final[dict[str, str]] = {
     "aopen": "the handle is made by RemoteRuntime.connect / aconnect",
     "serve_ui": "the explorer reads the store: run `actormem ui` on the PostgreSQL URL",
@@ -132,4 +140,11 @@ NOT_FORWARDED: Final[dict[str, str]] = {
     "facts": "the KeyedFacts object holds the actor's store: use save_fact / get_fact",
     "register_state": "the runtime's state components are fixed",
     "load_state_json": "load_state_dict carries the same state as plain values",
+    "bus": "the event bus lives in the actor's process: events, stream(...) and "
+    "subscribe(...) bring its events to this one",
+    "turns": "the turn gate is the actor's own: add() begins a turn and on_turn_end() ends it",
+    "short_term": "the short-term memory actor lives in the actor's process: use messages(), "
+    "snapshot(), add(), delete(), clear() and state_dict()",
+    "autocontext": "the compressor lives in the actor's process: use compressor_enabled, "
+    "compress_now(), history() and context_reload()",
 }

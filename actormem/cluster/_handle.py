@@ -30,7 +30,7 @@ import contextlib
 import functools
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -39,7 +39,7 @@ import reactivex
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
-from actormem.cluster._calls import ASYNC_TWINS, CALLS, Call
+from actormem.cluster._calls import ASYNC_TWINS, CALLS, HOST_CALLS, NOT_FORWARDED, Call
 from actormem.cluster._events import GROUP, EventPump
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import (
@@ -126,7 +126,7 @@ class RemoteRuntime:
         #: turns handed to the recorder and not yet committed (acknowledged by flush only)
         self._unflushed = False
         self._closed = False
-        self.session = RemoteSessions(self)
+        self._sessions = RemoteSessions(self)
 
     # -- making one ----------------------------------------------------------------
 
@@ -271,6 +271,24 @@ class RemoteRuntime:
     def restart_count(self) -> int:
         """Supervised restarts of the agent's actors (in its current incarnation)."""
         return int(self._call("restart_count"))
+
+    @property
+    def session(self) -> RemoteSessions:
+        """The agent's session storage, as a ``ReActAgent`` uses it (saves run in the actor)."""
+        return self._sessions
+
+    @property
+    def fleeting(self) -> RemoteFleeting:
+        """The agent's fleeting memory (a per-turn scratchpad saved with the session), as a
+        mapping whose every read and write is a call to the actor."""
+        return RemoteFleeting(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names not found otherwise: say why a runtime member is not here
+        why = NOT_FORWARDED.get(name)
+        if why is not None:
+            raise AttributeError(f"RemoteRuntime has no {name!r}: {why}")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def acknowledged(self) -> bool:
@@ -625,6 +643,53 @@ def creation_error(spec: AgentSpec, exc: BaseException) -> ClusterError:
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.*)$")
 
 
+class RemoteFleeting(MutableMapping[str, Any]):
+    """``RemoteRuntime.fleeting``: the actor's fleeting memory as a mapping.
+
+    Each operation is one call to the actor; setting or deleting a key changes
+    the session's state (acknowledged by the next ``flush()``/``save_session()``,
+    as an ``add``).  Values must be picklable (JSON ones are saved with the session).
+    """
+
+    def __init__(self, handle: RemoteRuntime) -> None:
+        self._handle = handle
+
+    def __getitem__(self, key: str) -> Any:
+        found, value = self._handle._call("fleeting_get", key)
+        if not found:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"fleeting memory keys must be str, got {type(key).__name__}")
+        self._handle._call("fleeting_set", {key: value})
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Set several keys in one call."""
+        items = dict(*args, **kwargs)
+        if not all(isinstance(k, str) for k in items):
+            raise TypeError("fleeting memory keys must be str")
+        self._handle._call("fleeting_set", items)
+
+    def __delitem__(self, key: str) -> None:
+        self._handle._call("fleeting_delete", key)
+
+    def clear(self) -> None:
+        """Remove every key in one call."""
+        self._handle._call("fleeting_delete", None)
+
+    def __iter__(self) -> Iterator[str]:
+        keys: list[str] = self._handle._call("fleeting_get", None)
+        return iter(keys)
+
+    def __len__(self) -> int:
+        return len(self._handle._call("fleeting_get", None))
+
+    def __repr__(self) -> str:
+        return f"RemoteFleeting({dict(self)!r})"
+
+
 class RemoteSessions:
     """The session storage of a remote agent, as a ``ReActAgent`` uses it.
 
@@ -777,7 +842,7 @@ async def _acall_tool(self: RemoteRuntime, name: str, arguments: Mapping[str, An
     return result
 
 
-_OWN = {"flush", "save_session", "restart_count", "close"}
+_OWN = {"flush", "save_session", "restart_count", "close", *HOST_CALLS}
 for _name in CALLS:
     if _name not in _OWN:
         setattr(RemoteRuntime, _name, _forward(_name))

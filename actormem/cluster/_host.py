@@ -71,7 +71,7 @@ from typing import Any
 
 import structlog
 
-from actormem.cluster._calls import CALLS
+from actormem.cluster._calls import CALLS, HOST_CALLS
 from actormem.cluster._events import EventBuffer
 from actormem.cluster._spec import (
     AgentRestartedError,
@@ -341,6 +341,8 @@ class MemoryHost:
             target = args[0] if args else kwargs.get("session_id")
             if isinstance(target, str):
                 self._check_owned_if_stored(target)
+        if name in HOST_CALLS:
+            return self.incarnation, self._fleeting(name, args)
         if retry and name in ("add", "add_many"):
             args = (self._not_yet_added(args[0]),)
             if not args[0]:
@@ -352,6 +354,27 @@ class MemoryHost:
             if spec.changes or spec.records:
                 self._save()
         return self.incarnation, result
+
+    def _fleeting(self, name: str, args: tuple[Any, ...]) -> Any:
+        """The runtime's fleeting memory, for ``handle.fleeting`` (a mapping of the handle)."""
+        fleeting = self._rt.fleeting
+        if name == "fleeting_get":
+            (key,) = args
+            if key is None:  # the keys, in order
+                return list(fleeting)
+            return (True, fleeting[key]) if key in fleeting else (False, None)
+        if name == "fleeting_set":
+            (items,) = args
+            fleeting.update(items)
+        else:
+            (key,) = args
+            if key is None:
+                fleeting.clear()
+            else:
+                del fleeting[key]  # KeyError when missing, as a dict
+        if self._spec.write_through:
+            self._save()
+        return None
 
     def _not_yet_added(self, msgs: Msg | list[Msg] | tuple[Msg, ...]) -> list[Msg]:
         batch = [msgs] if isinstance(msgs, Msg) else list(msgs)

@@ -63,26 +63,35 @@ NODE: Final[dict[str, Any]] = {
 
 
 def _unshare() -> list[str]:
-    cmd = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
+    cmd = [_tool("unshare") or "unshare", "--net", "--pid", "--fork", "--mount-proc"]
     if os.geteuid() != 0:  # an unprivileged user makes a user namespace to hold the others
         cmd[1:1] = ["--user", "--map-root-user"]
     return cmd
 
 
+def _tool(name: str) -> str | None:
+    # a user's PATH often lacks the sbin folders, where ip lives
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
+def _lo_up() -> str:
+    return f"'{_tool('ip') or 'ip'}' link set lo up"
+
+
 def isolation_problem() -> str | None:
     """Why a private network namespace with loopback cannot be made here (None: it can)."""
     for tool, package in (("unshare", "util-linux"), ("ip", "iproute2")):
-        if shutil.which(tool) is None:
+        if _tool(tool) is None:
             return f"{tool!r} is not installed (Debian package {package})"
     probe = subprocess.run(
-        [*_unshare(), "sh", "-c", "ip link set lo up"],
+        [*_unshare(), "sh", "-c", _lo_up()],
         capture_output=True,
         text=True,
         timeout=60,
     )
     if probe.returncode != 0:
         return (
-            f"`{' '.join(_unshare())} sh -c 'ip link set lo up'` failed "
+            f'`{" ".join(_unshare())} sh -c "{_lo_up()}"` failed '
             f"({probe.returncode}): {probe.stderr.strip()[-400:]}"
         )
     return None
@@ -130,7 +139,7 @@ def run_isolated(
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_TMPDIR": tmp,  # every file Ray writes (it writes some outside temp_dir)
     }
-    script = 'ip link set lo up && exec "$@"'
+    script = f'{_lo_up()} && exec "$@"'
     return subprocess.run(
         [*_unshare(), "sh", "-c", script, "sh", *argv],
         env=full,

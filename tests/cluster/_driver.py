@@ -319,6 +319,11 @@ def second(address: str, pg: str, out: str) -> None:
     alice = agent("alice-s1", ALICE, pg)
     res: dict[str, Any] = {"seen": texts(alice), "pid": alice.where()["pid"]}
     alice.add(Msg.assistant("Second driver was here."))
+    alice.fleeting["plan"] = "visit Porto"  # the runtime's fleeting memory, in the actor
+    res["fleeting"] = dict(alice.fleeting)
+    del alice.fleeting["plan"]
+    res["fleeting_after_delete"] = dict(alice.fleeting)
+    res["no_bus"] = error_of(lambda: alice.bus)
     alice.flush()
     res["hits"] = [h.memory.content for h in alice.retrieve("Porto", 3)]
     res["bob_retrieve"] = [h.memory.content for h in agent("bob-s1", BOB, pg).retrieve("Porto", 3)]

@@ -148,6 +148,13 @@ def test_a_second_connect_with_other_settings_is_refused_naming_them(
         assert f"another {option}" in refused["message"], refused
 
 
+def test_the_handle_has_the_runtimes_members_or_says_what_to_use(run: dict[str, Any]) -> None:
+    assert run["second"]["fleeting"] == {"plan": "visit Porto"}
+    assert run["second"]["fleeting_after_delete"] == {}
+    assert run["second"]["no_bus"]["type"] == "AttributeError"
+    assert "subscribe" in run["second"]["no_bus"]["message"]
+
+
 def test_an_agent_with_short_term_memory_only_runs(run: dict[str, Any]) -> None:
     assert run["second"]["short_term_only_connect"]["type"] == "none", run["second"]
     assert run["second"]["short_term_only_mode"] is None

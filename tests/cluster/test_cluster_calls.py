@@ -1,8 +1,10 @@
 """The remote handle has the runtime's calls, and the core never imports Ray.
 
-A walk over :class:`~actormem.runtime.MemoryRuntime`'s public members: a
-call added to the runtime fails here until the handle forwards it (the
-table in ``actormem/cluster/_calls.py``) or says why not.
+A walk over :class:`~actormem.runtime.MemoryRuntime`'s public members, those
+of the class and those each runtime sets on itself (``fleeting``, ``bus``...,
+on a runtime with every part switched on): a member added to the runtime
+fails here until the handle forwards it (the table in
+``actormem/cluster/_calls.py``) or says why not.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from actormem.cluster import CALLS, NOT_FORWARDED, RemoteRuntime
-from actormem.cluster._calls import ASYNC_TWINS
+from actormem.cluster._calls import ASYNC_TWINS, HOST_CALLS
+from actormem.models.embedders import HashEmbedder
 from actormem.runtime import MemoryRuntime
 
 
@@ -21,16 +26,42 @@ def _public(cls: type) -> list[str]:
     return [n for n in dir(cls) if not n.startswith("_")]
 
 
-def test_every_public_runtime_call_is_on_the_handle_or_said_why_not() -> None:
-    missing = [
-        n
-        for n in _public(MemoryRuntime)
-        if not hasattr(RemoteRuntime, n) and n not in NOT_FORWARDED
-    ]
+@pytest.fixture(scope="module")
+def instance_members(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """What a runtime with every part on sets on itself (store, compressor, journal)."""
+    folder = tmp_path_factory.mktemp("walk")
+    with MemoryRuntime(
+        session_dir=folder,
+        store=folder / "m.duckdb",
+        embedder=HashEmbedder(16),
+        autocontext=True,
+        journal=True,
+    ) as rt:
+        names = [n for n in vars(rt) if not n.startswith("_")]
+    assert {"fleeting", "bus", "short_term", "autocontext", "turns"} <= set(names)
+    return names
+
+
+def test_every_public_runtime_member_is_on_the_handle_or_said_why_not(
+    instance_members: list[str],
+) -> None:
+    members = sorted({*_public(MemoryRuntime), *instance_members})
+    missing = [n for n in members if not hasattr(RemoteRuntime, n) and n not in NOT_FORWARDED]
     assert missing == [], f"forward these in actormem/cluster/_calls.py: {missing}"
-    stale = [n for n in [*CALLS, *NOT_FORWARDED] if not hasattr(MemoryRuntime, n)]
+    stale = [n for n in [*CALLS, *NOT_FORWARDED] if n not in members and n not in HOST_CALLS]
     assert stale == [], f"the runtime no longer has: {stale}"
     assert not [n for n in NOT_FORWARDED if hasattr(RemoteRuntime, n)]
+
+
+def test_a_member_not_forwarded_says_why_and_what_to_use() -> None:
+    handle = RemoteRuntime.__new__(RemoteRuntime)  # no actor needed to read a member
+    for name, why in NOT_FORWARDED.items():
+        with pytest.raises(AttributeError, match="RemoteRuntime has no") as info:
+            getattr(handle, name)
+        assert why in str(info.value)
+        assert not hasattr(handle, name)
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        handle.nonsense  # noqa: B018
 
 
 def test_forwarded_calls_take_the_runtimes_arguments() -> None:

@@ -235,3 +235,38 @@ def test_save_session_answers_as_the_local_runtime(
     assert isinstance(path, Path) and path == tmp_path / "s1.json" and path.exists()
     other = folder.call("save_session", ("s2",), {}, None, False)[1]
     assert isinstance(other, Path) and other == tmp_path / "s2.json"
+
+
+def test_the_fleeting_memory_is_reached_through_the_handle_and_restored(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    from actormem.cluster._handle import RemoteFleeting
+
+    class Direct:  # the handle's round trip, without Ray: straight to the host
+        def __init__(self, host: MemoryHost) -> None:
+            self.host = host
+
+        def _call(self, name: str, *args: Any) -> Any:
+            return self.host.call(name, args, {}, None, False)[1]
+
+    h = MemoryHost(spec(url))
+    hosts.append(h)
+    notes = RemoteFleeting(Direct(h))  # type: ignore[arg-type]
+    notes["plan"] = "book a table"
+    notes.update(step=2, done=False)
+    assert notes["plan"] == "book a table" and dict(notes) == dict(h._rt.fleeting)
+    assert list(notes) == ["plan", "step", "done"] and len(notes) == 3
+    assert "step" in notes and "nope" not in notes
+    del notes["done"]
+    with pytest.raises(KeyError):
+        del notes["done"]
+    with pytest.raises(KeyError):
+        notes["done"]
+    with pytest.raises(TypeError, match="keys must be str"):
+        notes[1] = "x"  # type: ignore[index]
+    h.call("flush", (), {}, None, False)  # acknowledged: saved with the session
+    again = MemoryHost(spec(url))
+    hosts.append(again)
+    assert dict(RemoteFleeting(Direct(again))) == {"plan": "book a table", "step": 2}  # type: ignore[arg-type]
+    RemoteFleeting(Direct(again)).clear()  # type: ignore[arg-type]
+    assert dict(again._rt.fleeting) == {}
