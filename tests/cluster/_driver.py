@@ -242,8 +242,14 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["failover_s"] = time.monotonic() - t
     reader.join(120)
     res["read_answers"] = answers
-    with open(os.path.join(gate, "runs")) as f:
-        res["read_runs"] = [int(line) for line in f.read().split()]
+
+    def runs() -> list[int]:
+        with open(os.path.join(gate, "runs")) as f:
+            return [int(line) for line in f.read().split()]
+
+    res["read_runs"] = runs()
+    carol.retrieve(f"{GATE} Miso", 3)  # the baseline: how many embeds one read makes
+    res["embeds_per_read"] = len(runs()) - len(res["read_runs"])
     res["carol_old_pid"] = carol_pid
     res["carol_new_pid"] = carol.where()["pid"]
     res["carol_after_kill"] = error_of(carol.messages)

@@ -198,6 +198,8 @@ def test_a_read_in_flight_when_the_node_dies_is_resent_and_answered_once(
     # sent again, to the restarted actor, which answered it: one answer for one call
     assert run["read_runs"][-1] == run["carol_new_pid"] != run["carol_old_pid"]
     assert set(run["read_runs"]) == {run["carol_old_pid"], run["carol_new_pid"]}
+    # run once there: as many embeds of the query as one read makes (measured after it)
+    assert run["read_runs"].count(run["carol_new_pid"]) == run["embeds_per_read"] >= 1
     assert len(run["read_answers"]) == 1
     assert any("Miso" in h for h in run["read_answers"][0]), run["read_answers"]
 
