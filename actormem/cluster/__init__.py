@@ -36,7 +36,8 @@ re-creates it from its session, losing nothing.
 
 The modules: ``_spec`` (identity, backend checks, errors), ``_calls`` (the
 forwarded calls and their failover behaviour), ``_host`` (the actor),
-``_events`` (the event buffer and the subscriber's pump), ``_handle`` (the
+``_events`` (the event buffer and the subscriber's pump), ``_wire`` (a call
+and its answer pickled into one ``bytes`` each way), ``_handle`` (the
 handle, its fleeting-memory mapping and the session storage a ``ReActAgent``
 uses), ``_sandbox`` (not API: the loopback cluster in a private network
 namespace that the cluster tests and benchmarks start).

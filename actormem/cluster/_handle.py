@@ -53,6 +53,7 @@ from actormem.cluster._spec import (
     check_backends,
     make_spec,
 )
+from actormem.cluster._wire import pack, unpack
 from actormem.events import Event
 from actormem.runtime import RUNTIME, MemoryRuntime
 from actormem.session import SessionError, SessionInfo
@@ -431,6 +432,17 @@ class RemoteRuntime:
         except ray.exceptions.RayTaskError as exc:
             raise _unwrapped(exc) from None
 
+    def _send(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        expect: str | None,
+        retry: bool,
+    ) -> Any:
+        """Send one runtime call, pickled in one argument (``_wire``); its answer is packed too."""
+        return self._actor.call_packed.remote(pack((name, args, kwargs, expect, retry)))
+
     def _check_open(self, name: str) -> None:
         if self._closed:
             raise RuntimeError(f"this RemoteRuntime handle is closed ({name}() refused)")
@@ -462,9 +474,7 @@ class RemoteRuntime:
         self._check_open(name)
         call = CALLS[name]
         try:
-            inc, result = self._get(
-                self._actor.call.remote(name, args, kwargs, self._expect(), False)
-            )
+            inc, result = unpack(self._get(self._send(name, args, kwargs, self._expect(), False)))
         except AgentRestartedError:
             self._restarted()
             raise
@@ -478,7 +488,7 @@ class RemoteRuntime:
         call = CALLS[name]
         ray = _ray()
         try:
-            inc, result = await self._actor.call.remote(name, args, kwargs, self._expect(), False)
+            inc, result = unpack(await self._send(name, args, kwargs, self._expect(), False))
         except ray.exceptions.RayTaskError as exc:
             cause = _unwrapped(exc)
             if isinstance(cause, AgentRestartedError):
@@ -510,8 +520,8 @@ class RemoteRuntime:
                 name,
             ) from None
         expect = self._expect()
-        result: tuple[str, Any] = self._attempt(
-            lambda: self._actor.call.remote(name, args, kwargs, expect, True), name, first=exc
+        result: tuple[str, Any] = unpack(
+            self._attempt(lambda: self._send(name, args, kwargs, expect, True), name, first=exc)
         )
         return result
 

@@ -80,6 +80,7 @@ from actormem.cluster._spec import (
     ClusterError,
     differing_settings,
 )
+from actormem.cluster._wire import pack, unpack
 from actormem.events import SessionSaved
 from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
@@ -297,6 +298,11 @@ class MemoryHost:
             return self._call(name, args, kwargs, expect, retry)
         finally:
             self._last_call = time.monotonic()  # idle counts from the end of a call
+
+    def call_packed(self, payload: bytes) -> bytes:
+        """:meth:`call`, its arguments and its answer pickled (``_wire``): the handle's path."""
+        name, args, kwargs, expect, retry = unpack(payload)
+        return pack(self.call(name, args, kwargs, expect, retry))
 
     def _check_expect(self, expect: str | None, name: str) -> None:
         """Refuse a caller with changes on another incarnation (or any caller, once superseded)."""
