@@ -119,13 +119,19 @@ class LongTermCalls:
         return format_for_injection(hits, max_tokens)
 
     def recording_stats(self) -> dict[str, int]:
-        """Turns submitted, committed (or failed), failed and pending."""
+        """Turns submitted, committed (or failed), failed and pending; memories refused.
+
+        ``refused`` counts memories (not turns) the store refused while the
+        rest of their batch was recorded: their turns count as finished, not
+        failed (``flush()`` raises :class:`RecordingError` naming them).
+        """
         t = self._tracker
         return {
             "submitted": t.submitted,
             "finished": t.finished,
             "failed": t.failed,
             "pending": t.pending,
+            "refused": t.refused,
         }
 
     def save_fact(self, key: str, value: str, category: str = "general") -> None:

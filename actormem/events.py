@@ -215,11 +215,17 @@ class RecordingBacklog(Event, frozen=True, kw_only=True):
 
 
 class RecordingFailed(Event, frozen=True, kw_only=True):
-    """A recording batch or an extraction failed; what happened to the turns."""
+    """A recording batch or an extraction failed; what happened to the turns.
+
+    ``turns``: turns not recorded.  ``refused``: memories the store refused
+    while the rest of their batch (or of the session's end) was recorded --
+    their turns are not counted in ``turns``; ``error`` names them.
+    """
 
     error: str
     turns: int = 0
     action: str = ""
+    refused: int = 0
 
 
 class MaintenanceRan(Event, frozen=True, kw_only=True):

@@ -289,6 +289,7 @@ class MemoryRuntime(
         self.turns: TurnGate = TurnGate()
         self._idle_ran_for: float = -1.0
         self._failed_seen: int = 0
+        self._refused_seen: int = 0
         self._recorder: Supervisor | None = None
         self._keyed: KeyedFacts | None = None
         self._memory_tools: MemoryToolHandlers | None = None
@@ -466,13 +467,21 @@ class MemoryRuntime(
             )
         if self.journal is not None and not self.journal.sync(timeout if timeout else 60.0):
             log.warning("runtime.journal_behind", reason="daily journal lines still queued")
-        failed = tracker.failed
+        failed, refused = tracker.failed, tracker.refused
+        problems: list[str] = []
         if failed > self._failed_seen:
-            n = failed - self._failed_seen
-            self._failed_seen = failed
-            raise RecordingError(
-                f"{n} turn(s) could not be committed to the long-term store: {tracker.last_error}"
+            problems.append(
+                f"{failed - self._failed_seen} turn(s) could not be committed to the long-term "
+                f"store: {tracker.last_error}"
             )
+        if refused > self._refused_seen:
+            problems.append(
+                f"the store refused {refused - self._refused_seen} memory(ies) of committed "
+                f"turns (their other memories were recorded): {tracker.last_refusal}"
+            )
+        self._failed_seen, self._refused_seen = failed, refused
+        if problems:
+            raise RecordingError("; and ".join(problems))
 
     # -- lifecycle hooks ------------------------------------------------------------------
 
@@ -492,6 +501,11 @@ class MemoryRuntime(
             ``{"messages", "summary_id", "promoted"}`` (empty without long-term memory).
 
         Raises:
+            RecordingError: the store refused some of the session's memories (a
+                value past one of its limits); the others were stored. The error
+                names the refused ones and its ``report`` holds the return value
+                (with ``"refused"``, their descriptions).
+            StoreError: nothing could be stored (the store is down).
             ValueError: ``timeout`` is not None or a number of seconds (0 to a week).
         """
         check_arg("MemoryRuntime.on_session_end", "timeout", timeout)
@@ -506,6 +520,14 @@ class MemoryRuntime(
         except RecordingError as exc:
             log.warning("runtime.session_end_flush_failed", error=str(exc))
         report: dict[str, Any] = self._recorder.ask(EndSession(), timeout)
+        refused = report.get("refused")
+        if refused:
+            err = RecordingError(
+                f"the store refused {len(refused)} memory(ies) of the session's end "
+                f"(the others were recorded): {'; '.join(refused)}"
+            )
+            err.report = report
+            raise err
         return report
 
     def on_idle(self, timeout: float | None = 120) -> dict[str, Any]:

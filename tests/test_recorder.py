@@ -462,6 +462,7 @@ def test_ten_thousand_turns_in_bursts_nothing_lost(tmp_path: Path) -> None:
         "finished": 10_000,
         "failed": 0,
         "pending": 0,
+        "refused": 0,
     }
     assert store.count(rt.namespace) == 10_000
     wait_for(lambda: sum(e.turns for e in ev.of(MemoryRecorded)) == 10_000)

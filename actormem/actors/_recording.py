@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import structlog
@@ -34,7 +35,16 @@ log = structlog.get_logger("actormem.actors.recorder")
 
 
 class RecordingError(RuntimeError):
-    """Turns that were submitted could not be committed (the log and events say why)."""
+    """Turns that were submitted could not be committed, or the store refused some of their
+    memories (the message, the log and the events say which).
+
+    Attributes:
+        report: What ``on_session_end`` did store when the store refused some of the
+            session's memories (``{"messages", "summary_id", "promoted", "refused"}``);
+            None for ``flush()``.
+    """
+
+    report: dict[str, Any] | None = None
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -98,7 +108,9 @@ class RecordingTracker:
         self.submitted = 0
         self.finished = 0
         self.failed = 0
+        self.refused = 0
         self.last_error = ""
+        self.last_refusal = ""
 
     @property
     def pending(self) -> int:
@@ -142,13 +154,21 @@ class RecordingTracker:
             self.submitted -= 1
             self._cond.notify_all()
 
-    def done(self, n: int, *, failed: bool = False, error: str = "") -> None:
-        """``n`` turns were committed (or, with ``failed``, given up)."""
+    def done(self, n: int, *, failed: bool = False, error: str = "", refused: int = 0) -> None:
+        """``n`` turns were committed (or, with ``failed``, given up).
+
+        ``refused``: memories of those turns the store refused (a turn whose
+        memories were written but one of them refused is committed, not
+        failed: its other memories are stored); ``error`` then says which.
+        """
         with self._cond:
             self.finished += n
             if failed:
                 self.failed += n
                 self.last_error = error
+            if refused:
+                self.refused += refused
+                self.last_refusal = error
             if self.submitted - self.finished < self._limit // 2:
                 self._warn_at = self._limit
             self._cond.notify_all()

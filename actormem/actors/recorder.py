@@ -338,18 +338,18 @@ class RecorderActor(SupervisedActor):
             )
         )
         if refused is not None:
-            bad = min(n, refused.refused)
+            # The turns were processed and their other memories stored: they are
+            # committed, not failed; the refused memories are counted apart.
             log.error("recorder.memories_refused", turns=n, error=str(refused))
-            self._tracker.done(n - bad)
-            self._tracker.done(bad, failed=True, error=str(refused))
             self._publish(
                 RecordingFailed(
                     source=RECORDER,
                     error=str(refused),
-                    turns=bad,
+                    refused=refused.refused,
                     action="the refused memories were not recorded; the rest of the batch was",
                 )
             )
+            self._tracker.done(n, refused=refused.refused, error=str(refused))
             return
         self._tracker.done(n)
         log.debug("recorder.batch", turns=n, ms=round(ms, 2), added=out.added)
@@ -631,19 +631,38 @@ class RecorderActor(SupervisedActor):
         if not items:
             return report
         t0 = time.perf_counter()
-        results = self._write(lambda: self._store.add_many(self._ns, items))
+        # Isolated like a recorder batch: one memory the store refuses does not
+        # lose the summary and the other promoted messages.
+        results, refused = self._write_each(items)
         has_summary = bool(summary.text.strip())
-        report["summary_id"] = results[0].id if has_summary else None
-        report["promoted"] = len(results) - (1 if has_summary else 0)
+        if has_summary and results[0] is not None:
+            report["summary_id"] = results[0].id
+        written = [r for r in results if r is not None]
+        report["promoted"] = sum(1 for r in results[1 if has_summary else 0 :] if r is not None)
         self._publish(
             MemoryRecorded(
                 source=RECORDER,
-                ids=tuple(r.id for r in results),
-                added=sum(1 for r in results if r.op == "ADD"),
-                unchanged=sum(1 for r in results if r.op != "ADD"),
+                ids=tuple(r.id for r in written),
+                added=sum(1 for r in written if r.op == "ADD"),
+                unchanged=sum(1 for r in written if r.op != "ADD"),
                 duration_ms=(time.perf_counter() - t0) * 1e3,
             )
         )
+        if refused:
+            error = (
+                f"the store refused {len(refused)} of {len(items)} memories of the session's end "
+                f"(the others were recorded): {'; '.join(refused)}"
+            )
+            log.error("recorder.session_memories_refused", error=error)
+            report["refused"] = refused
+            self._publish(
+                RecordingFailed(
+                    source=RECORDER,
+                    error=error,
+                    refused=len(refused),
+                    action="the refused memories were not recorded; the rest of the session's was",
+                )
+            )
         return report
 
     def _maintenance(self, reason: str) -> dict[str, Any]:
