@@ -79,3 +79,24 @@ def pg_url(dsn: str) -> str:
     auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
     query = urlencode(params)
     return f"postgresql://{auth}/{dbname}{'?' + query if query else ''}"
+
+
+def namespace_past_the_limit(seed: int, sizes: tuple[int, ...] = (256, 256, 256)) -> Any:
+    """A namespace of random four-byte characters past ``NAMESPACE_MAX_BYTES``.
+
+    ``Namespace`` refuses it; this builds it the way rows stored before the
+    limit are read back, to make PostgreSQL refuse a real write (a btree key
+    past 2,704 bytes; random characters, so no compression helps).
+    """
+    import random
+
+    from actormem.store import Namespace
+    from actormem.store._types import _READING_STORED
+
+    rnd = random.Random(seed)
+    parts = ["".join(chr(0x20000 + rnd.randrange(40_000)) for _ in range(n)) for n in sizes]
+    token = _READING_STORED.set(True)
+    try:
+        return Namespace(**dict(zip(("user_id", "agent_id", "run_id"), parts, strict=False)))
+    finally:
+        _READING_STORED.reset(token)

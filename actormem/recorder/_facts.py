@@ -40,6 +40,7 @@ from actormem.store import (
     MemoryRecord,
     MemoryStore,
     Namespace,
+    NamespaceError,
     NewMemory,
     WriteResult,
 )
@@ -65,7 +66,14 @@ def facts_namespace(namespace: Namespace) -> Namespace:
     for name in ("session_id", "run_id", "agent_id", "user_id"):
         value = getattr(namespace, name)
         if value is not None:
-            return msgspec.structs.replace(namespace, **{name: value + FACTS_SUFFIX})
+            try:
+                return msgspec.structs.replace(namespace, **{name: value + FACTS_SUFFIX})
+            except NamespaceError as exc:
+                raise NamespaceError(
+                    f"keyed facts of this namespace live where {name} ends in "
+                    f"{FACTS_SUFFIX!r}, and with those {len(FACTS_SUFFIX)} more characters "
+                    f"the namespace is past its limits: {exc}"
+                ) from None
     raise AssertionError("a Namespace always has a field set")  # pragma: no cover
 
 

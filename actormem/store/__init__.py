@@ -23,6 +23,7 @@ from actormem.store._relevance import RelevanceWeights, decayed_relevance, relev
 from actormem.store._schema import SCHEMA_VERSION
 from actormem.store._types import (
     KINDS,
+    NAMESPACE_MAX_BYTES,
     EmbedderMismatchError,
     EmbeddingError,
     ExportReport,
@@ -59,6 +60,7 @@ __all__ = [
     "KEYED_KIND",
     "KINDS",
     "MERGE_KINDS",
+    "NAMESPACE_MAX_BYTES",
     "SCHEMA_VERSION",
     "DuckDBStore",
     "EmbedderMismatchError",

@@ -35,6 +35,7 @@ from actormem.store._types import (
     Namespace,
     NamespaceStats,
     check_str_tuple,
+    stored_namespace,
 )
 
 __all__ = ["DuckDBQueries"]
@@ -312,7 +313,7 @@ class DuckDBQueries:
             )
             .fetchall()
         )
-        return [Namespace.from_key((r[0], r[1], r[2], r[3])) for r in rows]
+        return [stored_namespace((r[0], r[1], r[2], r[3])) for r in rows]
 
     def top_tags(self, namespace: Namespace, limit: int = 10) -> builtins.list[tuple[str, int]]:
         """The most used tags in the scope."""

@@ -46,6 +46,7 @@ from actormem.store._types import (
     Namespace,
     NamespaceStats,
     check_str_tuple,
+    stored_namespace,
 )
 
 __all__ = [
@@ -515,7 +516,7 @@ class PgQueries:
             "ORDER BY 1, 2, 3, 4 LIMIT %s",
             [limit],
         )
-        return [Namespace.from_key((r[0], r[1], r[2], r[3])) for r in rows]
+        return [stored_namespace((r[0], r[1], r[2], r[3])) for r in rows]
 
     def top_tags(self, namespace: Namespace, limit: int = 10) -> builtins.list[tuple[str, int]]:
         """The most used tags in the scope."""

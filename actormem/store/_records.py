@@ -33,6 +33,7 @@ from actormem.store._types import (
     NamespaceStats,
     NewMemory,
     check_no_nul,
+    stored_namespace,
 )
 
 __all__ = [
@@ -166,7 +167,7 @@ def row_to_record(row: Sequence[Any]) -> MemoryRecord:
         sources = _decode_strs(sources)
     return MemoryRecord(
         id=row[0],
-        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        namespace=stored_namespace((row[1], row[2], row[3], row[4])),
         kind=row[5],
         content=row[6],
         content_hash=row[7],
@@ -194,7 +195,7 @@ def row_to_history(row: Sequence[Any]) -> HistoryRecord:
     return HistoryRecord(
         id=row[0],
         memory_id=row[1],
-        namespace=Namespace.from_key((row[2], row[3], row[4], row[5])),
+        namespace=stored_namespace((row[2], row[3], row[4], row[5])),
         op=row[6],
         old_content=row[7],
         new_content=row[8],
@@ -208,7 +209,7 @@ def row_to_log(row: Sequence[Any]) -> LogRecord:
     metadata-as-text, compaction_id``)."""
     return LogRecord(
         id=row[0],
-        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        namespace=stored_namespace((row[1], row[2], row[3], row[4])),
         seq=int(row[5]),
         ts=row[6] / 1_000_000,
         entry_type=row[7],
@@ -223,7 +224,7 @@ def row_to_compaction(row: Sequence[Any]) -> LogCompaction:
     last_seq, summary_id, summary, summarizer, bytes_before, bytes_after``)."""
     return LogCompaction(
         id=row[0],
-        namespace=Namespace.from_key((row[1], row[2], row[3], row[4])),
+        namespace=stored_namespace((row[1], row[2], row[3], row[4])),
         ts=row[5] / 1_000_000,
         entries=int(row[6]),
         first_seq=int(row[7]),
@@ -389,7 +390,7 @@ def rows_to_stats(
         kinds.setdefault((u, a, r, s), {})[k] = int(c)
     return [
         NamespaceStats(
-            namespace=Namespace.from_key((row[0], row[1], row[2], row[3])),
+            namespace=stored_namespace((row[0], row[1], row[2], row[3])),
             live=int(row[4]),
             deleted=int(row[5]),
             superseded=int(row[6]),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextvars import ContextVar
 from typing import Any, Final, Literal
 
 import msgspec
@@ -29,6 +30,7 @@ from actormem.store._limits import SEARCH_FIELDS, TIMESTAMP, check_fields
 
 __all__ = [
     "KINDS",
+    "NAMESPACE_MAX_BYTES",
     "EmbedderMismatchError",
     "EmbeddingError",
     "ExportReport",
@@ -115,6 +117,14 @@ class MemoryNotFoundError(StoreError, KeyError):
 # -- namespace ----------------------------------------------------------------------
 
 _NS_FIELDS: Final = ("user_id", "agent_id", "run_id", "session_id")
+#: UTF-8 bytes all parts of a namespace may take together.  PostgreSQL keeps
+#: the whole namespace in its btree keys (posting groups: term + namespace +
+#: group; journal state: namespace + key), and an index entry past ~2,700
+#: bytes is refused at every write; 1,024 leaves room for a 64-character term
+#: (256 bytes) or a 256-character journal key (1,024 bytes) beside it.  Every
+#: backend applies it, so what one accepts the other does.  Four ASCII parts of
+#: 256 characters fit exactly.
+NAMESPACE_MAX_BYTES: Final = 1024
 
 
 class Namespace(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,6 +143,7 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None = None
 
     def __post_init__(self) -> None:
+        multibyte = False
         for name in _NS_FIELDS:
             value = getattr(self, name)
             if value is None:
@@ -143,10 +154,13 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
                 raise NamespaceError(
                     f"namespace {name} {value!r} must be 1-256 characters, no control characters"
                 )
+            multibyte = multibyte or not value.isascii()
         if all(getattr(self, name) is None for name in _NS_FIELDS):
             raise NamespaceError(
                 "a namespace needs at least one of user_id, agent_id, run_id, session_id"
             )
+        if multibyte:  # four ASCII parts of at most 256 characters always fit
+            _check_namespace_bytes(self)
 
     def items(self) -> tuple[tuple[str, str], ...]:
         """The fields that are set, as ``(name, value)`` pairs in a fixed order."""
@@ -175,6 +189,41 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
 
     def __str__(self) -> str:
         return "/".join(f"{name}={value}" for name, value in self.items())
+
+
+#: Set while a namespace read back from stored rows is built (:func:`stored_namespace`).
+_READING_STORED: ContextVar[bool] = ContextVar("actormem_reading_stored", default=False)
+
+
+def stored_namespace(key: tuple[str, str, str, str]) -> Namespace:
+    """The namespace of a stored row (``Namespace.from_key``), even one past the byte limit.
+
+    A DuckDB file written before the limit existed may hold such rows: they
+    stay readable (and can be forgotten); only new writes are refused.
+    """
+    try:
+        return Namespace.from_key(key)
+    except NamespaceError:
+        token = _READING_STORED.set(True)
+        try:
+            return Namespace.from_key(key)
+        finally:
+            _READING_STORED.reset(token)
+
+
+def _check_namespace_bytes(ns: Namespace) -> None:
+    """Refuse a namespace whose parts take more than ``NAMESPACE_MAX_BYTES`` together."""
+    sizes = [(name, len(value.encode("utf-8"))) for name, value in ns.items()]
+    total = sum(size for _, size in sizes)
+    if total <= NAMESPACE_MAX_BYTES or _READING_STORED.get():
+        return
+    longest = max(sizes, key=lambda item: item[1])[0]
+    listed = ", ".join(f"{name} {size:,}" for name, size in sizes)
+    raise NamespaceError(
+        f"namespace parts take {total:,} bytes of UTF-8 together ({listed}); the limit is "
+        f"{NAMESPACE_MAX_BYTES:,} bytes for all parts (PostgreSQL indexes the whole namespace "
+        f"as one key; every backend applies the limit): shorten {longest}"
+    )
 
 
 # -- records -------------------------------------------------------------------------

@@ -8,7 +8,6 @@ lost)" (pgprobe finding 2).  Only connection loss is retried now.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import psycopg
@@ -19,6 +18,7 @@ from actormem.models.embedders import HashEmbedder
 from actormem.session import PostgresSession, SessionStorageError
 from actormem.store import Namespace, StoreError
 from actormem.store._pg_conn import is_lost
+from tests._postgres import namespace_past_the_limit
 
 E = psycopg.errors
 
@@ -48,14 +48,9 @@ def test_only_connection_loss_is_lost(exc: BaseException, lost: bool) -> None:
 def test_a_refused_row_is_not_retried_as_a_lost_connection(pg_dsn: str) -> None:
     from actormem.store._postgres import PostgresStore
 
-    # 3 x 256 random four-byte characters (no compression helps): past a btree's
-    # 2,704-byte key in PostgreSQL
-    rnd = random.Random(7)
-
-    def part() -> str:
-        return "".join(chr(0x20000 + rnd.randrange(40_000)) for _ in range(256))
-
-    ns = Namespace(user_id=part(), agent_id=part(), run_id=part())
+    # 3 x 256 random four-byte characters: past a btree's 2,704-byte key in PostgreSQL
+    # (Namespace refuses it since the namespace byte limit; built as a stored row's is)
+    ns = namespace_past_the_limit(7)
     with (
         PostgresStore(pg_dsn, embedder=HashEmbedder(32), touch_flush_interval=None) as store,
         structlog.testing.capture_logs() as logs,
