@@ -15,7 +15,13 @@ Side by side in one run, on one DuckDB file prefilled with ``--rows`` memories
   (group commit: concurrent writes of different namespaces share one
   transaction; the mean group size is reported);
 * ``save_fact`` / ``get_fact`` / ``get_fact`` of a missing key (KeyedFacts on
-  the same store), p50 and p99.
+  the same store), p50 and p99;
+* ``add_many`` of ``--add-many`` (10,000) near-unique items into one empty
+  namespace, with the near-duplicate check (threshold 0.95) and without it
+  (``near_duplicate_threshold=None``, the baseline of the same run): the ratio
+  is what the batch's check against itself costs (``--only-add-many`` runs
+  just this; the minutes it took when every pair was compared in Python are
+  why it is here).
 
 Every "per s" is the same kind of figure: the count divided by the summed
 latencies (1 / mean latency) -- the floors' too, so a ratio compares like with
@@ -145,6 +151,40 @@ def facts(store: DuckDBStore, n: int) -> dict[str, dict[str, float]]:
     return {"save_fact": summary(save), "get_fact": summary(get), "get_missing": summary(miss)}
 
 
+def add_many_batch(n: int, repeat: int = 3) -> dict[str, Any]:
+    """``add_many`` of ``n`` near-unique items into one empty namespace: check on and off.
+
+    Each pass opens a fresh store (so nothing stored is compared against) and
+    writes the same texts; passes alternate on/off, ``repeat`` of each, and the
+    medians are reported.
+    """
+    embedder = WordLlamaEmbedder()
+    # near-unique: distinct numbers (key terms) in similar sentences, so every
+    # item is compared and none merges -- the check's whole cost, no shortcut
+    texts = [f"the user noted item {i} of list {i % 101} about topic {i % 37}" for i in range(n)]
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    merged = 0
+    for _ in range(repeat):
+        for mode, threshold in (("on", 0.95), ("off", None)):
+            with tempfile.TemporaryDirectory() as d:
+                store = DuckDBStore(
+                    Path(d) / "m.duckdb",
+                    embedder=embedder,
+                    touch_flush_interval=None,
+                    near_duplicate_threshold=threshold,
+                )
+                try:
+                    t0 = time.perf_counter()
+                    res = store.add_many(Namespace(user_id="batch"), texts)
+                    times[mode].append(time.perf_counter() - t0)
+                    if mode == "on":
+                        merged = sum(1 for r in res if r.op != "ADD")
+                finally:
+                    store.close()
+    on, off = sorted(times["on"])[repeat // 2], sorted(times["off"])[repeat // 2]
+    return {"n": n, "on_s": on, "off_s": off, "ratio": on / off, "merged": merged, "all": times}
+
+
 def run(rows: int, n: int) -> dict[str, Any]:
     embedder = WordLlamaEmbedder()
     with tempfile.TemporaryDirectory() as d:
@@ -189,10 +229,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", type=int, default=10_000, help="memories prefilled")
     parser.add_argument("-n", type=int, default=300, help="single writes per measure")
     parser.add_argument("--quick", action="store_true", help="2,000 rows, 50 writes")
+    parser.add_argument("--add-many", type=int, default=10_000, help="items of one add_many")
+    parser.add_argument("--only-add-many", action="store_true", help="just the add_many rows")
+    parser.add_argument("--repeat", type=int, default=3, help="add_many passes of each mode")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.n = 2_000, 50
+        args.rows, args.n, args.add_many = 2_000, 50, 1_000
+    batch = add_many_batch(args.add_many, args.repeat) if args.add_many else None
+    if args.only_add_many:
+        assert batch is not None
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print_table(
+            f"add_many into one namespace (load {load})",
+            ["measure", "median s", "items per s", "x check off"],
+            _batch_rows(batch),
+        )
+        path = write_results("bench_writes_add_many", {"load_avg": os.getloadavg(), **batch})
+        print(f"results: {path}")
+        return batch
     res = run(args.rows, args.n)
+    res["add_many"] = batch
     f, g = res["fsync_per_s"], res["in_place_per_s"]
     rows = [
         [
@@ -244,6 +300,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     for name, s in res["facts"].items():
         rows.append([name, 1000 / s["mean"], "", "", s["p50"], s["p99"]])
+    if batch is not None:
+        for name, seconds, per_s, ratio in _batch_rows(batch):
+            rows.append([name, per_s, "", "", f"{seconds} s", f"{ratio} x off"])
     load = ", ".join(f"{x:.1f}" for x in res["load_avg"])
     print_table(
         f"single durable writes, {res['rows']:,} memories prefilled (load {load})",
@@ -253,6 +312,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = write_results("bench_writes", res)
     print(f"results: {path}")
     return res
+
+
+def _batch_rows(batch: dict[str, Any]) -> list[list[Any]]:
+    n = batch["n"]
+    return [
+        [
+            f"add_many {n:,} near-unique, check on ({batch['merged']} merged)",
+            f"{batch['on_s']:.2f}",
+            n / batch["on_s"],
+            f"{batch['ratio']:.2f}",
+        ],
+        [
+            f"add_many {n:,} near-unique, check off",
+            f"{batch['off_s']:.2f}",
+            n / batch["off_s"],
+            "1.00",
+        ],
+    ]
 
 
 if __name__ == "__main__":

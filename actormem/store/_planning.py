@@ -15,15 +15,15 @@ import builtins
 import os
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._blas import unsplit_matmul
+from actormem.store._blas import SPLIT_FREE_WORK, unsplit_matmul
 from actormem.store._kinds import maintained, merge_kind, merges
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import Batch, Change, union
@@ -341,34 +341,51 @@ class Planner:
                 # stored memory is of another kind is stored: a missed merge, never a loss)
                 matches[j] = match if match is not None and match[1].kind == kinds[j] else None
         # within the batch: later items against earlier ones
-        kept: builtins.list[int] = []
-        # read only against an earlier item of the batch: a single insert has none
-        inner = unsplit_matmul(new_vecs, new_vecs.T) if len(batch.inserts) > 1 else None
+        n = len(batch.inserts)
+        kept_at: dict[int, int] = {}  # batch position of a kept item -> its survivors slot
         id_to_result = {r.id: i for i, r in enumerate(results) if r is not None and r.op == "ADD"}
         survivors: builtins.list[tuple[MemoryRecord, F32]] = []
         terms = [
             key_terms(rec.content) if merge_kind(rec.kind) else frozenset()
             for rec, _ in batch.inserts
         ]
+        # An earlier item is a twin when it was kept, is of the same kind, has the
+        # same key terms and a cosine at or above the threshold; the closest wins
+        # (the first on a tie).  The cosines come a block of rows at a time and only
+        # those above the threshold are looked at in Python: comparing every pair in
+        # Python made add_many of 10,000 items in one namespace take minutes.
+        is_kept = np.zeros(n, dtype=bool)
+        kind_code = _codes(kinds)
+        term_code = _codes(terms)
+        step = max(1, _INNER_BLOCK // max(1, n))
+        inner: F32 | None = None
+        block_at = 0
         for j, (rec, vec) in enumerate(batch.inserts):
             if not merge_kind(rec.kind):  # an episode or another event: always its own row
-                kept.append(j)
+                kept_at[j] = len(survivors)
+                is_kept[j] = True
                 survivors.append((rec, vec))
                 continue
             res_pos = id_to_result[rec.id]
-            earlier = (
-                [
-                    k
-                    for k in kept
-                    if kinds[k] == kinds[j] and inner[j, k] >= threshold and terms[k] == terms[j]
-                ]
-                if inner is not None
-                else []
-            )
-            if earlier:
+            k = -1
+            if j > 0:  # a single insert, or the first item, has no earlier item
+                if inner is None or j >= block_at + len(inner):
+                    block_at = j
+                    inner = _earlier_cosines(new_vecs, j, min(n, j + step))
+                row = inner[j - block_at, :j]
+                above = np.flatnonzero(row >= threshold)  # NaN is never above
+                if above.size:
+                    above = above[
+                        is_kept[above]
+                        & (kind_code[above] == kind_code[j])
+                        & (term_code[above] == term_code[j])
+                    ]
+                if above.size:
+                    k = int(above[int(np.argmax(row[above]))])
+            if k >= 0:
                 assert inner is not None
-                k = max(earlier, key=lambda e: float(inner[j, e]))
-                target_pos = kept.index(k)
+                sim_in = min(float(inner[j - block_at, k]), 1.0)
+                target_pos = kept_at[k]
                 target = survivors[target_pos][0]
                 survivors[target_pos] = (
                     msgspec.structs.replace(
@@ -379,7 +396,6 @@ class Planner:
                     ),
                     survivors[target_pos][1],
                 )
-                sim_in = min(float(inner[j, k]), 1.0)
                 batch.log(
                     target.id,
                     target.namespace,
@@ -449,9 +465,39 @@ class Planner:
                 results[res_pos] = WriteResult(
                     id=rec.id, op="MERGE", merged_from=old.id, similarity=sim
                 )
-            kept.append(j)
+            kept_at[j] = len(survivors)
+            is_kept[j] = True
             survivors.append((rec, vec))
         batch.inserts = survivors
+
+
+#: Cosines of a batch against itself held at once (float32 values): a block of
+#: rows, ~16 MB whatever the batch's size.
+_INNER_BLOCK: Final = 1 << 22
+
+
+def _earlier_cosines(vecs: F32, start: int, stop: int) -> F32:
+    """Cosines of rows ``start:stop`` of a batch with its rows ``0:stop`` (the earlier ones).
+
+    A small product (a batch of a few dozen, the recorder's) is computed in
+    blocks OpenBLAS never splits over its threads (:func:`unsplit_matmul`).
+    A larger one is one matrix product per block of rows: taken a row at a
+    time, as :func:`unsplit_matmul` must for a product this wide, each row
+    read the whole batch's matrix again (10,000 items: ~2 minutes of memory
+    traffic instead of about a second of arithmetic).  A bulk write may use
+    BLAS's threads.
+    """
+    rows, cols = vecs[start:stop], vecs[:stop].T
+    if (stop - start) * stop * vecs.shape[1] <= SPLIT_FREE_WORK:
+        return unsplit_matmul(rows, cols)
+    out: F32 = rows @ cols
+    return out
+
+
+def _codes(values: Sequence[Hashable]) -> npt.NDArray[np.int64]:
+    """An int per value, equal for equal values (to compare them in numpy)."""
+    seen: dict[Hashable, int] = {}
+    return np.fromiter((seen.setdefault(v, len(seen)) for v in values), np.int64, len(values))
 
 
 def absorb(target: MemoryRecord, item: NewMemory) -> MemoryRecord:
