@@ -82,3 +82,18 @@ def test_the_cli_never_prints_the_password(pg_server_dsn: str) -> None:
         )
         assert run.returncode != 0
         assert SECRET not in run.stdout + run.stderr, (dsn, run.stderr[-500:])
+
+
+def test_pieces_of_a_password_are_hidden_only_as_words_of_their_own() -> None:
+    """A key/value password with spaces is hidden piece by piece where libpq echoes a
+    piece alone -- and no longer inside unrelated words ("connection", "timeout")."""
+    dsn = "host=/tmp dbname=db user=u password=let ion out S3cr3tPw now"
+    secrets = secrets_of(dsn)
+    echo = 'missing "=" after "S3cr3tPw" in connection info string'
+    assert first_line(ValueError(echo), secrets) == (
+        'missing "=" after "***" in connection info string'
+    )
+    hidden = first_line(ValueError("let the connection time out: now (S3cr3tPw)"), secrets)
+    assert hidden == "*** the connection time ***: *** (***)", hidden
+    whole = first_line(ValueError(f"conninfo {dsn!r}"), secrets)
+    assert "S3cr3tPw" not in whole and "let ion out" not in whole, whole

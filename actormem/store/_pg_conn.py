@@ -53,16 +53,30 @@ def secrets_of(dsn: str) -> tuple[str, ...]:
         for v in (value, value.strip("'\""), unquote(value), unquote(value).strip("'\"")):
             if v:
                 found.add(v)
-                found.update(p for p in v.split() if len(p) >= 3)
     return tuple(sorted(found, key=len, reverse=True))
 
 
 def first_line(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
     """The first line of an exception's message (its type name when it has none), each
-    of ``secrets`` (:func:`secrets_of`) replaced by ``***``."""
+    of ``secrets`` (:func:`secrets_of`) replaced by ``***``.
+
+    A secret holding spaces is also hidden piece by piece (pieces of 3 or
+    more characters): libpq splits an unquoted key/value password at its
+    spaces and echoes a piece alone (``missing "=" after "S3cr3t"``).  A
+    piece is hidden only where it stands as a word of its own, not inside
+    another word: a password "let ion out" once turned "connection" into
+    "connect***" and "timeout" into "time***".  The whole secret is hidden
+    wherever it occurs.
+    """
     text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    pieces: set[str] = set()
     for secret in secrets:
         text = text.replace(secret, "***")
+        parts = secret.split()
+        if len(parts) > 1:
+            pieces.update(p for p in parts if len(p) >= 3)
+    for piece in sorted(pieces, key=len, reverse=True):
+        text = re.sub(rf"(?<!\w){re.escape(piece)}(?!\w)", "***", text)
     return text
 
 
