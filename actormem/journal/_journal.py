@@ -313,11 +313,13 @@ class Journal(DailyJournal, StateModule):
             also_log: more ``(entry_type, content, metadata)`` log entries
                 (see :meth:`log`), appended before the status's own: what
                 led to the new status (the user's request, the final reply).
-            sync: False: return once the update is written to the store's log
-                (a killed process keeps it) and have it synced in the background,
-                before the store's next write (DuckDB; elsewhere it commits as
-                usual).  An agent's turn start does this: the turn's end is
-                synced, and so covers both.  NOW.md shows it only once synced.
+            sync: False: return once the update is written, unsynced, to the
+                store's start slot (a killed process keeps it); the next synced
+                journal write carries it in its own record (one sync for both),
+                and any other write of the store makes it durable first
+                (DuckDB; elsewhere it commits as usual).  An agent's turn start
+                does this: the turn's end is synced, and so covers both.
+                NOW.md shows it only once synced.
 
         Returns:
             The new status.

@@ -1,5 +1,10 @@
 """A record of the acknowledgement log synced in the background instead of on the caller's path.
 
+Since the start slot (:mod:`actormem.store._acklog_start`), a DuckDB store
+with a log keeps a turn's start there and no longer writes unsynced records
+to the log; :meth:`AckLog.append` still takes ``sync=False`` (what follows
+says how it keeps the log's rule), for a log used without a slot.
+
 Why: an agent's turn with the journal acknowledges two records of the store's
 log, the turn's start (NOW in flight, the user's message) and its end (the
 reply, NOW done), and waited for two ``fdatasync`` calls -- 3.5-4 ms each on

@@ -86,6 +86,7 @@ from actormem._pace import mark_background
 from actormem._special_files import check_regular
 from actormem.models.base import Embedder
 from actormem.store._acklog import AckLog, replay
+from actormem.store._acklog_start import StartSlot, replay_start
 from actormem.store._base import StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
 from actormem.store._duckdb_journal import DuckDBJournal
@@ -336,7 +337,10 @@ class DuckDBStore(
                 check_regular(part, what, StoreError)
             file.parent.mkdir(parents=True, exist_ok=True)
         self._commits = CommitRecord(self.path) if self.path != ":memory:" else None
-        self._init_logged(AckLog(self.path) if self.path != ":memory:" else None)
+        if self.path != ":memory:":
+            self._init_logged(AckLog(self.path), StartSlot(self.path))
+        else:
+            self._init_logged(None)
         self._store_id, self._seq = "", 0
         #: Acknowledged commits found missing on open (``on_lost_commits="warn"``).
         self.lost_commits = 0
@@ -374,6 +378,8 @@ class DuckDBStore(
             recorded = None
             if self._acklog is not None:  # acknowledged writes DuckDB lacks, first
                 replay(self._wcur, self._acklog, self.path)
+                if self._slot is not None:  # then a turn's start the log never got
+                    replay_start(self._wcur, self._slot, self._acklog.path, self.path)
             if self._commits is not None:  # before anything is written to the file
                 recorded, self.lost_commits = check_commits(
                     self._wcur, self._commits, self.path, on_lost_commits
@@ -388,6 +394,8 @@ class DuckDBStore(
             self._open_index(progress)
             if self._acklog is not None:  # every record it held is in DuckDB now
                 self._acklog.start(self._store_id)
+            if self._slot is not None:
+                self._slot.start(self._store_id)
             self._keep_private()
         except BaseException as exc:
             self._cancel_snapshot_check()
@@ -397,6 +405,8 @@ class DuckDBStore(
                 self._commits.close()
             if self._acklog is not None:
                 self._acklog.close(remove=False)
+            if self._slot is not None:
+                self._slot.close(clear=False)
             _release_file(self._file_key)
             if isinstance(exc, duckdb.Error):  # a damaged file: name it, not a raw duckdb error
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
@@ -640,6 +650,8 @@ class DuckDBStore(
                     self._commits.close()
                 if self._acklog is not None:
                     self._acklog.close(remove=applied)
+                if self._slot is not None:
+                    self._slot.close(clear=applied)
                 _release_file(self._file_key)
 
     def _check_open(self) -> None:

@@ -393,10 +393,11 @@ class DuckDBJournal:
 
         The journal's writes of one call (a NOW update with its log entries, the
         messages of a turn) commit together: one WAL sync instead of one per
-        entry.  Committed when it returns; with ``sync=False``, written to the
-        store's log when it returns (a killed process loses nothing) and synced
-        in the background, before any later write of the store is written
-        (:meth:`sync_log` waits for it).
+        entry.  Committed when it returns; with ``sync=False``, written (not
+        synced) to the store's start slot when it returns (a killed process
+        loses nothing) and made durable by the next synced journal write, which
+        carries its rows in one record, or before any other write of the store
+        (:meth:`sync_log` does it at once; see :mod:`actormem.store._acklog_start`).
 
         Args:
             namespace: The agent's namespace (exact, not a scope).

@@ -38,6 +38,7 @@ import structlog
 from actormem._pace import mark_background, pace
 from actormem.store._acklog import MAX_RECORD as LOG_RECORD_MAX
 from actormem.store._acklog import REJECTED, AckLog, apply_one, frame
+from actormem.store._acklog_start import StartSlot
 from actormem.store._commits import CommitRecord
 from actormem.store._duckdb_rows import (
     HISTORY_HEAD,
@@ -169,6 +170,19 @@ def _merged_statements(pending: list[Logged]) -> list[str]:
     return out
 
 
+def _carried(start: Logged, end: Logged) -> Logged:
+    """One record of journal rows: ``start``'s, then ``end``'s, under ``start``'s number.
+
+    Applied, it leaves what the two applied in order leave (the rows in
+    order; each state key's last value).
+    """
+    state = dict(start.state_rows)
+    for key, row in end.state_rows.items():
+        state.pop(key, None)  # re-inserted last, as _merged_statements orders them
+        state[key] = row
+    return Logged(seq=start.seq, log_rows=[*start.log_rows, *end.log_rows], state_rows=state)
+
+
 def _too_large(statements: list[str]) -> bool:
     """Whether a record of ``statements`` could pass the size the log's reader accepts.
 
@@ -212,10 +226,17 @@ class DuckDBLogged:
         @staticmethod
         def _touches_literal(pending: dict[str, tuple[int, float]]) -> str | None: ...
 
-    def _init_logged(self, acklog: AckLog | None) -> None:
-        """The log (None: a ``:memory:`` store writes directly) and its locks."""
+    def _init_logged(self, acklog: AckLog | None, slot: StartSlot | None = None) -> None:
+        """The log (None: a ``:memory:`` store writes directly), its start slot and locks."""
         self._acklog = acklog
+        self._slot = slot
         self._logged = []
+        #: The write kept in the start slot and not yet in the log (see
+        #: :mod:`actormem.store._acklog_start`); pending while it is the last
+        #: of ``_logged``.
+        self._start: Logged | None = None
+        #: The number of the last record an apply in progress took (0: none).
+        self._taken = 0
         # Lock order: writer lock, then _apply_lock, then _logged_lock.  The
         # applier takes only the last two, so writes are logged while it works.
         self._apply_lock = threading.Lock()
@@ -267,13 +288,15 @@ class DuckDBLogged:
         with self._apply_lock:
             if stopping and self._stop.is_set():
                 return
-            with self._logged_lock:
-                pending = list(self._logged)
+            pending = self._take()
             if pending:
-                if self._acur is None:
-                    self._acur = self._con.cursor()
-                self._apply(self._acur, pending)
-                self._applied(len(pending))
+                try:
+                    if self._acur is None:
+                        self._acur = self._con.cursor()
+                    self._apply(self._acur, pending)
+                    self._applied(len(pending))
+                finally:
+                    self._untake()
         if self._index_stale:
             with self._write_lock:
                 self._refresh_index()
@@ -315,23 +338,71 @@ class DuckDBLogged:
     def _append_logged(self, entry: Logged, *, sync: bool = True) -> None:
         """Append ``entry`` to the log and sync it: from here on it is acknowledged.
 
-        ``sync=False``: acknowledged once written, synced in the background
-        (:mod:`actormem.store._acklog_sync`); the commit record is left to the
-        next synced record, so it never runs ahead of the disk.
+        ``sync=False`` (journal rows only, a turn's start): acknowledged once
+        written to the start slot (:mod:`actormem.store._acklog_start`; a
+        killed process keeps it), made durable by the next record -- the
+        turn's end carries its rows, one record and one sync for both --, by
+        :meth:`sync_log`, or by the applier.  Without a slot, written to the
+        log and synced in the background (:mod:`actormem.store._acklog_sync`).
+        The commit record is left to the synced record, so it never runs
+        ahead of the disk.
         """
         assert self._acklog is not None
         if len(self._logged) >= APPLY_MAX or self._acklog.size >= LOG_MAX:
             self._drain()
-        data = frame(entry.seq, entry.data())
-        self._note_commit(entry.seq, entry.ids)  # before the record: see _index_since
-        with self._logged_lock:  # not while the applier cuts the log
-            self._acklog.append(data, sync=sync)
-            self._seq = entry.seq
-            self._logged.append(entry)
-        if self._commits is not None and sync:  # the record never runs ahead of the log
-            self._commits.write(self._store_id, entry.seq)
+        rows_only = entry.write is None and not entry.statements and not entry.ids
+        with self._logged_lock:
+            start = self._pending_start()
+            if start is not None and sync and rows_only and start.seq > self._taken:
+                carried = _carried(start, entry)
+                if len(carried.data()) + 1024 <= LOG_RECORD_MAX:
+                    self._acklog.append(frame(carried.seq, carried.data()))
+                    self._logged[-1] = carried  # in place of the start: applied once
+                    self._start = None
+                    synced: int | None = carried.seq
+                    start = None
+                else:
+                    synced = None
+            else:
+                synced = None
+            if start is not None:  # not carried: in the log first, synced
+                self._promote(start)
+        if synced is None:
+            self._note_commit(entry.seq, entry.ids)  # before the record: see _index_since
+            data = frame(entry.seq, entry.data())
+            with self._logged_lock:  # not while the applier cuts the log
+                if not sync and rows_only and self._slot is not None:
+                    self._slot.write(data)
+                    self._start = entry
+                else:
+                    self._acklog.append(data, sync=sync)
+                self._seq = entry.seq
+                self._logged.append(entry)
+            if sync:
+                synced = entry.seq
+        if self._commits is not None and synced is not None:  # never ahead of the log
+            self._commits.write(self._store_id, synced)
         if not self._apply_wake.is_set():  # set and not yet cleared: it reads this record
             self._apply_wake.set()
+
+    def _pending_start(self) -> Logged | None:
+        """The start kept in the slot that nothing made durable yet (``_logged_lock`` held)."""
+        start = self._start
+        if start is not None and not (self._logged and self._logged[-1] is start):
+            start = self._start = None  # applied: DuckDB has it
+        return start
+
+    def _promote(self, start: Logged) -> None:
+        """Append the pending ``start`` to the log as its own record, synced (``_logged_lock``).
+
+        Raises:
+            StoreError: The write failed; the start stays pending (kept in the slot).
+        """
+        assert self._acklog is not None
+        self._acklog.append(frame(start.seq, start.data()))
+        self._start = None
+        if self._commits is not None:
+            self._commits.write(self._store_id, start.seq)
 
     def _write_script(self, what: str, statements: list[str]) -> None:
         """Write literal ``statements`` (no index change) as one logged record (writer lock held).
@@ -371,7 +442,18 @@ class DuckDBLogged:
         if self._acklog is None:
             return
         with self._logged_lock:  # not while close() closes the log
+            start = self._pending_start()
+            if start is not None:
+                self._promote(start)
             self._acklog.settle()
+
+    @property
+    def log_unsynced(self) -> bool:
+        """Whether an acknowledged write is not synced yet (a turn's start: :meth:`sync_log`)."""
+        if self._acklog is None:
+            return False
+        with self._logged_lock:
+            return self._pending_start() is not None or self._acklog.unsynced
 
     def _pending_ops(self, scope: Namespace, ids: set[str]) -> dict[str, tuple[int, str]]:
         """The last history row of each of ``ids`` (in ``scope``) among the pending records.
@@ -417,11 +499,26 @@ class DuckDBLogged:
             self._refresh_index()
             return
         with self._apply_lock:
-            pending = list(self._logged)  # no append can run: the writer lock is held
+            pending = self._take()  # no append can run: the writer lock is held
             if pending:
-                self._apply(self._wcur, pending)
-                self._applied(len(pending))
+                try:
+                    self._apply(self._wcur, pending)
+                    self._applied(len(pending))
+                finally:
+                    self._untake()
         self._refresh_index()
+
+    def _take(self) -> list[Logged]:
+        """The pending records, for an apply (``_apply_lock`` held): a pending start
+        among them can no longer be carried by the next record (see :meth:`_append_logged`)."""
+        with self._logged_lock:
+            pending = list(self._logged)
+            self._taken = pending[-1].seq if pending else 0
+        return pending
+
+    def _untake(self) -> None:
+        with self._logged_lock:
+            self._taken = 0
 
     def _refresh_index(self) -> None:
         """Rebuild the index from DuckDB if it is out of step (writer lock held).

@@ -9,9 +9,12 @@ are repaired from the record.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
+
+import pytest
 
 from actormem.agent import ReActAgent
 from actormem.models.scripted import ScriptedModel
@@ -103,13 +106,52 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
         writes.append((what, sync))
         real(what, log_rows, state_rows, sync=sync)
 
-    # each journal write is one record of the store's log, applied to DuckDB
-    # later in the applier's single transaction; the start's is synced in the
-    # background, the end's sync covers both
+    # each journal write is one acknowledged write, applied to DuckDB later in
+    # the applier's single transaction; the start's is kept in the start slot,
+    # and the end's record carries it: one record and one sync of the log
     store._write_journal_rows = counting  # type: ignore[method-assign]
-    agent.reply("what is the capital of Portugal?")
+    assert store._acklog is not None
+    log_fd = store._acklog._fd
+    syncs: list[str] = []
+    real_pwritev, real_fdatasync = os.pwritev, os.fdatasync
+
+    def pwritev(fd: int, buffers: list[bytes], at: int, flags: int = 0) -> int:
+        if fd == log_fd:
+            syncs.append("pwritev+dsync" if flags else "pwritev")
+        return real_pwritev(fd, buffers, at, flags)
+
+    def fdatasync(fd: int) -> None:
+        if fd == log_fd:
+            syncs.append("fdatasync")
+        real_fdatasync(fd)
+
+    # no other writer between the turn's start and end: the recorder's batch
+    # is handed off after the turn, and the applier waits until it returned
+    # (either would make the start a record of its own, synced first)
+    gate = threading.Event()
+    real_apply = store._apply_pending
+
+    def held_apply(*, stopping: bool = True) -> None:
+        if threading.current_thread() is store._applier:
+            gate.wait()
+        real_apply(stopping=stopping)
+
+    turns: list[Any] = []
+    seq = store._seq
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "pwritev", pwritev)
+        mp.setattr(os, "fdatasync", fdatasync)
+        mp.setattr(store, "_apply_pending", held_apply)
+        mp.setattr(rt, "record", turns.append)
+        try:
+            agent.reply("what is the capital of Portugal?")
+        finally:
+            gate.set()
+    assert len(turns) == 1
     assert writes == [("journal write", False), ("journal write", True)]
-    assert store._acklog is not None and not store._acklog.unsynced
+    assert len([s for s in syncs if s != "pwritev"]) == 1, syncs
+    assert store._seq == seq + 1  # one record: the end carried the start
+    assert not store.log_unsynced
     assert rt.journal is not None
     kinds = [(e.entry_type, e.content[:14]) for e in rt.journal.entries()[-5:]]
     assert kinds == [
@@ -138,14 +180,13 @@ def test_a_reply_whose_model_fails_returns_with_its_journal_writes_synced(
 
     def watching() -> None:
         real()
-        assert store._acklog is not None
-        synced_before_return.append(not store._acklog.unsynced)
+        synced_before_return.append(not store.log_unsynced)
 
     rt.sync_journal = watching  # type: ignore[method-assign]
     out = agent.reply("please do the thing")
     assert "model is down" in out.text or agent.status.state == "error"
     assert synced_before_return == [True]
-    assert store._acklog is not None and not store._acklog.unsynced
+    assert not store.log_unsynced
     assert rt.journal is not None and rt.journal.now().objective == "please do the thing"
 
 
