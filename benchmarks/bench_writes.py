@@ -151,12 +151,13 @@ def facts(store: DuckDBStore, n: int) -> dict[str, dict[str, float]]:
     return {"save_fact": summary(save), "get_fact": summary(get), "get_missing": summary(miss)}
 
 
-def add_many_batch(n: int, repeat: int = 3) -> dict[str, Any]:
-    """``add_many`` of ``n`` near-unique items into one empty namespace: check on and off.
+def add_many_batch(n: int, repeat: int = 3, stored: int = 0) -> dict[str, Any]:
+    """``add_many`` of ``n`` near-unique items into one namespace: check on and off.
 
-    Each pass opens a fresh store (so nothing stored is compared against) and
-    writes the same texts; passes alternate on/off, ``repeat`` of each, and the
-    medians are reported.
+    Each pass opens a fresh store holding ``stored`` other near-unique memories
+    of that namespace (written before the clock starts; 0: empty, so only the
+    batch is compared with itself) and writes the same texts; passes alternate
+    on/off, ``repeat`` of each, and the medians are reported.
     """
     embedder = WordLlamaEmbedder()
     # near-unique: distinct numbers (key terms) in similar sentences, so every
@@ -174,6 +175,11 @@ def add_many_batch(n: int, repeat: int = 3) -> dict[str, Any]:
                     near_duplicate_threshold=threshold,
                 )
                 try:
+                    if stored:
+                        store.add_many(
+                            Namespace(user_id="batch"),
+                            [f"an earlier note {i} on shelf {i % 89}" for i in range(stored)],
+                        )
                     t0 = time.perf_counter()
                     res = store.add_many(Namespace(user_id="batch"), texts)
                     times[mode].append(time.perf_counter() - t0)
@@ -182,7 +188,15 @@ def add_many_batch(n: int, repeat: int = 3) -> dict[str, Any]:
                 finally:
                     store.close()
     on, off = sorted(times["on"])[repeat // 2], sorted(times["off"])[repeat // 2]
-    return {"n": n, "on_s": on, "off_s": off, "ratio": on / off, "merged": merged, "all": times}
+    return {
+        "n": n,
+        "stored": stored,
+        "on_s": on,
+        "off_s": off,
+        "ratio": on / off,
+        "merged": merged,
+        "all": times,
+    }
 
 
 def run(rows: int, n: int) -> dict[str, Any]:
@@ -232,10 +246,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--add-many", type=int, default=10_000, help="items of one add_many")
     parser.add_argument("--only-add-many", action="store_true", help="just the add_many rows")
     parser.add_argument("--repeat", type=int, default=3, help="add_many passes of each mode")
+    parser.add_argument("--stored", type=int, default=0, help="memories already in the namespace")
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.n, args.add_many = 2_000, 50, 1_000
-    batch = add_many_batch(args.add_many, args.repeat) if args.add_many else None
+    batch = add_many_batch(args.add_many, args.repeat, args.stored) if args.add_many else None
     if args.only_add_many:
         assert batch is not None
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -315,10 +330,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def _batch_rows(batch: dict[str, Any]) -> list[list[Any]]:
-    n = batch["n"]
+    n, into = batch["n"], f" into {batch['stored']:,} stored" if batch.get("stored") else ""
     return [
         [
-            f"add_many {n:,} near-unique, check on ({batch['merged']} merged)",
+            f"add_many {n:,} near-unique{into}, check on ({batch['merged']} merged)",
             f"{batch['on_s']:.2f}",
             n / batch["on_s"],
             f"{batch['ratio']:.2f}",
