@@ -18,15 +18,48 @@ sleeps), and in a background thread sleeps :data:`PAUSE` once the thread has
 been busy for :data:`EVERY` -- a thread that was idle (no call for longer than
 :data:`IDLE`) starts a new stretch without pausing.  Nothing process-wide is
 changed (the switch interval is the application's).
+
+One turn at a time: a pause alone did not hand the GIL to the loop when
+several paced threads were busy at once (the recorder's rules, the
+compressor's token counts, the model load of the store's warm-up): at each
+pause the GIL went to whichever waiter woke first, as often another paced
+thread as the loop, so the loop waited through several of their
+milliseconds (p99 9-16 ms idle; the stacks at each late tick showed three
+threads at their ``pace()``).  So paced work takes a *turn*, one background
+thread at a time: :func:`pace` takes it (waiting without the GIL while
+another background thread holds it), a thread pauses *holding* it -- so
+during the pause no other paced thread wants the GIL and it goes to a
+thread outside the library's paced work, such as the application's loop --
+and after the pause hands it to the longest-waiting background thread, if
+any.  :func:`rest` gives it up when a unit of work ends (an actor's
+message, an applier step) or before the thread waits for another one.  A
+holder that has not called :func:`pace` for :data:`LAPSE` (blocked, in a
+long C call, or done without calling :func:`rest`) loses the turn to the
+next thread that asks, so no thread waits long on a holder that is not
+running paced work, and two threads waiting on each other cannot deadlock
+on it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["EVERY", "IDLE", "PAUSE", "is_background", "mark_background", "pace"]
+__all__ = [
+    "EVERY",
+    "IDLE",
+    "LAPSE",
+    "PAUSE",
+    "holds_turn",
+    "is_background",
+    "mark_background",
+    "pace",
+    "rest",
+]
 
 #: Busy time after which a background thread pauses.
 EVERY: Final = 0.001
@@ -35,10 +68,31 @@ PAUSE: Final = 0.0002
 #: A gap between two calls longer than this is taken for idleness (call sites
 #: sit between units of work well under it).
 IDLE: Final = 0.005
+#: A turn whose holder has not called :func:`pace` for this long is free.
+LAPSE: Final = 0.002
 
 _local = threading.local()
 _clock = time.perf_counter
 _sleep = time.sleep
+
+
+class _Turn:
+    """Which background thread runs paced work, since when, and who waits for it."""
+
+    __slots__ = ("holder", "queue", "seen")
+
+    def __init__(self) -> None:
+        self.holder: int | None = None
+        self.seen = 0.0  # the holder's last pace() (or when it got the turn)
+        self.queue: deque[int] = deque()  # waiting threads, longest-waiting first
+
+
+_turn = _Turn()
+_turn_cond = threading.Condition(threading.Lock())
+
+#: Called first by :func:`pace` in a background thread when set (the loop-lag
+#: probe, ``benchmarks/_lag_probe.py``, times the work between two calls).
+_observer: Callable[[], None] | None = None
 
 
 def mark_background() -> None:
@@ -46,11 +100,57 @@ def mark_background() -> None:
     now = _clock()
     _local.start = now
     _local.seen = now
+    _local.me = threading.get_ident()
 
 
 def is_background() -> bool:
     """Whether the calling thread was marked with :func:`mark_background`."""
     return hasattr(_local, "start")
+
+
+def holds_turn() -> bool:
+    """Whether the calling thread holds the turn (see the module docstring)."""
+    return _turn.holder == threading.get_ident()
+
+
+def _take(me: int) -> bool:
+    """Take the turn, waiting (GIL released) while another thread runs paced work.
+
+    Returns whether it waited.
+    """
+    with _turn_cond:
+        queued = False
+        while True:
+            holder = _turn.holder
+            now = _clock()
+            left = LAPSE - (now - _turn.seen)
+            if holder == me:
+                break  # handed over by the holder
+            if holder is None or left <= 0:
+                _turn.holder = me  # free, or its holder stopped pacing
+                break
+            if not queued:
+                _turn.queue.append(me)
+                queued = True
+            _turn_cond.wait(left)
+        if queued:
+            with contextlib.suppress(ValueError):
+                _turn.queue.remove(me)
+        _turn.seen = _clock()
+        return queued
+
+
+def _give(me: int) -> None:
+    """Hand the turn to the longest-waiting thread (or free it) if ``me`` holds it."""
+    with _turn_cond:
+        if _turn.holder != me:
+            return
+        if _turn.queue:
+            _turn.holder = _turn.queue.popleft()
+            _turn.seen = _clock()
+            _turn_cond.notify_all()
+        else:
+            _turn.holder = None
 
 
 def pace() -> None:
@@ -59,10 +159,28 @@ def pace() -> None:
         seen = _local.seen
     except AttributeError:
         return  # not a library background thread
+    if _observer is not None:
+        _observer()
+    me: int = _local.me
     now = _clock()
     _local.seen = now
     if now - seen > IDLE:
         _local.start = now  # was idle: a new stretch of work
     elif now - _local.start >= EVERY:
-        _sleep(PAUSE)
+        _sleep(PAUSE)  # holding the turn: no other paced thread wants the GIL now
+        if _turn.queue:
+            _give(me)
+        _take(me)
         _local.start = _local.seen = _clock()
+        return
+    if _turn.holder == me:
+        _turn.seen = now
+    elif _take(me):
+        _local.start = _local.seen = _clock()  # waited: a new stretch
+
+
+def rest() -> None:
+    """End this thread's stretch of paced work: give up the turn if it holds it."""
+    me = getattr(_local, "me", None)
+    if me is not None and _turn.holder == me:
+        _give(me)

@@ -32,7 +32,7 @@ from typing import Any, Final
 import pykka
 import structlog
 
-from actormem._pace import mark_background
+from actormem._pace import mark_background, rest
 from actormem.events import ActorRestarted, Event
 
 __all__ = ["ActorUnavailableError", "Request", "SupervisedActor", "Supervisor"]
@@ -88,6 +88,12 @@ class SupervisedActor(pykka.ThreadingActor):
         mark_background()
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            return self._receive(message)
+        finally:
+            rest()  # the message's paced work is done: another thread's turn
+
+    def _receive(self, message: Any) -> Any:
         if isinstance(message, Request):
             try:
                 message.reply.set_result(self.handle(message.cmd))
@@ -193,6 +199,7 @@ class Supervisor:
                 which actor and command).
         """
         future = self.request(cmd)
+        rest()  # a background caller waits: its turn of paced work goes to others
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:

@@ -221,12 +221,14 @@ class ViewWriter:
                     with self._cond:
                         self._running = None
                         self._cond.notify_all()
+            _pace.rest()  # the queued jobs are done: another thread's turn (see _pace)
 
     def _side_main(self, job: Job) -> None:
         _pace.mark_background()
         try:
             self._run("compaction", job)
         finally:
+            _pace.rest()
             with self._cond:
                 self._side = None
                 self._cond.notify_all()

@@ -82,7 +82,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from actormem._pace import mark_background
+from actormem._pace import mark_background, rest
 from actormem._special_files import check_regular
 from actormem.models.base import Embedder
 from actormem.store._acklog import AckLog, replay
@@ -463,6 +463,8 @@ class DuckDBStore(
                 self._reranker.prepare("warm up the query path", self._config)
         except Exception as exc:
             log.debug("store.warm_up_failed", path=self.path, error=str(exc))
+        finally:
+            rest()  # its paced work is done: another thread's turn (see actormem._pace)
 
     def _join_warmer(self) -> None:
         """Wait for the warm-up to end its step: no thread of the store outlives ``close()``.

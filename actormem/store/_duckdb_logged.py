@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from actormem._pace import mark_background, pace
+from actormem._pace import mark_background, pace, rest
 from actormem.store._acklog import MAX_RECORD as LOG_RECORD_MAX
 from actormem.store._acklog import REJECTED, AckLog, apply_one, frame
 from actormem.store._acklog_start import StartSlot
@@ -277,6 +277,7 @@ class DuckDBLogged:
                 self._apply_pending()
             except Exception as exc:  # kept: the records stay pending and logged
                 log.error("store.apply_failed", path=self.path, error=str(exc))
+            rest()  # the step's paced work is done (see actormem._pace)
 
     def _apply_pending(self, *, stopping: bool = True) -> None:
         """Apply what is pending on the applier's cursor; writes go on meanwhile.
