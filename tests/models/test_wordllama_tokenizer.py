@@ -163,6 +163,37 @@ def test_embeddings_are_bit_identical_to_wordllama_inference(library: Any) -> No
         assert got.tobytes() == want.tobytes()
 
 
+def test_long_texts_are_summed_in_blocks_to_the_same_bits(library: Any) -> None:
+    # Texts past _GATHER_ROWS tokens are summed block by block into one reused
+    # buffer (a 340k-character text was a 118 MB gather); texts in a batch one
+    # by one instead of a padded (batch, width, 256) array.  Same bits as
+    # WordLlama's padded batch and as one gather.
+    from safetensors.numpy import load_file
+
+    from actormem.logs import keep_root_logging
+
+    with keep_root_logging():
+        from wordllama.inference import WordLlamaInference
+
+    weights = load_file(str(ROOT / _wordllama.WEIGHTS_FILE))[_wordllama.WEIGHTS_KEY]
+    reference = WordLlamaInference(np.asarray(weights, dtype=np.float32), library)
+    model = _wordllama.load()
+    rng = random.Random(16)
+    words = [w for t in (_locomo()[:200] or _code()) for w in t.split()] or ["word"]
+    texts = [
+        " ".join(rng.choice(words) for _ in range(n))
+        for n in (_wordllama._GATHER_ROWS * 3 + 17, 5, _wordllama._GATHER_ROWS + 1, 0)
+    ]
+    assert len(library.encode(texts[0], add_special_tokens=False).ids) > 3 * _wordllama._GATHER_ROWS
+    want = reference.embed(texts, norm=False, return_np=True, batch_size=4)
+    assert model.embed(texts, 4).tobytes() == want.tobytes()
+    for text, row in zip(texts, want, strict=True):
+        assert model.embed([text], 4).tobytes() == row[None, :].tobytes()
+    ids = np.array(model.tokenizer.encode(texts[0]), dtype=np.int32)
+    one_gather = np.add.reduce(model.embedding[ids], axis=0, dtype=np.float32)
+    assert _wordllama._sum_rows(model.embedding, ids).tobytes() == one_gather.tobytes()
+
+
 def test_a_tokenizer_file_it_does_not_cover_falls_back_to_the_library(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
