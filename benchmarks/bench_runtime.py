@@ -414,7 +414,17 @@ def print_lag(lag: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--loop-lag"]:  # only this table
+    if sys.argv[1:2] == ["--loop-lag-probe"]:  # which code the late ticks wait for
+        from benchmarks._lag_probe import probe
+
+        ap = argparse.ArgumentParser(description="name the code behind late ticks")
+        ap.add_argument("--loop-lag-probe", action="store_true")
+        ap.add_argument("--mode", default="open in thread", choices=LAG_MODES[1:])
+        ap.add_argument("--threshold", type=float, default=5.0, help="late tick, ms")
+        opts = ap.parse_args()
+        found = probe(2_000, opts.mode, opts.threshold)
+        print(f"results: {write_results('runtime_loop_lag_probe', found)}")
+    elif sys.argv[1:2] == ["--loop-lag"]:  # only this table
         ap = argparse.ArgumentParser(description="asyncio loop lag only")
         ap.add_argument("--loop-lag", action="store_true")
         ap.add_argument("--runs", type=int, default=1, help="rounds (medians are reported)")
