@@ -167,6 +167,8 @@ _ASCII: Final = bytes(
 )
 #: Texts joined per :func:`_ascii_words` step (a :func:`pace` point each).
 _CHUNK: Final = 256
+#: Words looked up per ``np.fromiter`` call of :func:`_prepare_batch`.
+_WORDS: Final = 8_192
 
 
 def _ascii_words(texts: Sequence[str]) -> list[str] | None:
@@ -199,7 +201,16 @@ def _prepare_batch(records: Sequence[MemoryRecord]) -> Prepared:
     words = _ascii_words([rec.content for rec in records])
     if words is not None:
         ids[_SEP] = -1  # never a term: marks where the next text starts
-        tids = np.fromiter(map(lookup, words), dtype=np.int64, count=len(words))
+        # One np.fromiter over a batch's words runs no Python bytecode between
+        # known words, so it kept the GIL for all of them (100 texts of 4,000
+        # characters: ~70k words); in pieces, with a pace() point between.
+        tids = np.empty(len(words), dtype=np.int64)
+        for lo in range(0, len(words), _WORDS):
+            pace()
+            piece = words[lo : lo + _WORDS]
+            tids[lo : lo + len(piece)] = np.fromiter(
+                map(lookup, piece), dtype=np.int64, count=len(piece)
+            )
         docs = np.cumsum(tids < 0)
     else:
         findall = _TOKEN_RE.findall

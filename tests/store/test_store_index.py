@@ -101,9 +101,12 @@ def test_ascii_batch_split_prepares_like_the_regular_expression(
     """A batch of ASCII texts is split joined (one translate and split per chunk); its
     postings equal the per-text regular-expression path's: case, underscores, digits,
     punctuation, control characters, stopwords, empty texts, chunk borders; a text
-    holding the separator or a non-ASCII character sends the batch to the per-text path."""
+    holding the separator or a non-ASCII character sends the batch to the per-text path.
+    The joined path looks the words up in pieces (a pace() point between): small
+    pieces here, so piece borders fall everywhere."""
     from actormem.store import _tokenize
 
+    monkeypatch.setattr(_tokenize, "_WORDS", 7)
     rng = np.random.default_rng(12)
     vocab = [*WORDS[:20], "The", "OF", "Trains", "x_y", "a1b2", "4242", "it's", "", "\x01"]
     junk = [" ", "  ", ",", ".", "-", "_", "\t", "\n", "\x1f", "\x00", "!?", "/"]
