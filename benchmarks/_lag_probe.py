@@ -29,7 +29,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from types import FrameType
 from typing import Any
 
@@ -106,10 +105,7 @@ class _Watch:
     def observe(self) -> None:
         """``_pace._observer``: the CPU since this thread's previous ``pace()``."""
         cpu, now = time.thread_time(), time.perf_counter()
-        here = tuple(
-            f"{fr.filename.split('/actormem/')[-1]}:{fr.lineno} {fr.name}"
-            for fr in reversed(traceback.extract_stack(limit=5)[:-2])
-        )
+        here = _where(sys._getframe(2), 3)  # pace()'s caller (no source lines read)
         prev = getattr(self._local, "prev", None)
         if prev is not None and cpu - prev[0] > 0.002:
             self.stretches.append(
