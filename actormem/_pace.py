@@ -24,8 +24,8 @@ several paced threads were busy at once (the recorder's rules, the
 compressor's token counts, the model load of the store's warm-up): at each
 pause the GIL went to whichever waiter woke first, as often another paced
 thread as the loop, so the loop waited through several of their
-milliseconds (p99 9-16 ms idle; the stacks at each late tick showed three
-threads at their ``pace()``).  So paced work takes a *turn*, one background
+milliseconds (p99 11 ms on an idle machine; at each late tick the stacks
+showed up to three threads at their ``pace()``).  So paced work takes a *turn*, one background
 thread at a time: :func:`pace` takes it (waiting without the GIL while
 another background thread holds it), a thread pauses *holding* it -- so
 during the pause no other paced thread wants the GIL and it goes to a
