@@ -168,17 +168,21 @@ class RemoteRuntime:
             max_restarts: Ray restarts of the actor (-1: no limit).
             failover_timeout: how long a call waits for a restarted actor.
             actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
-                ``scheduling_strategy``, ``resources``, ...).
+                ``scheduling_strategy``, ``resources``, ...); not those the
+                handle sets (``name``, ``namespace``, ``lifetime``,
+                ``get_if_exists``, ``max_restarts``, ``max_task_retries``).
             **options: the other ``MemoryRuntime`` arguments (``autocontext``,
                 ``model``, ``recorder``, ``embedder``, ``long_term``, ...);
                 they must be picklable.
 
         Raises:
             ClusterConfigError: settings this cluster cannot keep (a local
-                DuckDB file or session folder on a multi-node cluster), or the
-                agent already runs with another store or session storage.
+                DuckDB file or session folder on a multi-node cluster), an
+                ``actor_options`` key the handle sets, or the agent already
+                runs with other settings (each one named).
             ClusterError: Ray is not connected, or the actor could not start
-                (the runtime's error is the cause).
+                (Ray's error, holding the actor's traceback, is the cause; a
+                refusal of the agent's settings is a ClusterConfigError).
         """
         ray = _ray()
         if not ray.is_initialized():

@@ -241,7 +241,8 @@ class MemoryHost:
         Raises:
             ClusterConfigError: the caller's (namespace, session id) is not this
                 agent's (two identities whose actor names collide), or the agent
-                runs with another store, session storage or write-through setting.
+                runs with other settings (``differing_settings``: the message
+                names each one).
         """
         mine = self._spec
         if spec.identity() != mine.identity():
