@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from actormem.store._duckdb import DuckDBStore, content_hash, rich_progress
+from actormem.store._files import rich_progress
 from actormem.store._index import tokenize
 from actormem.store._kinds import KEYED_KIND, MERGE_KINDS
 from actormem.store._open import is_dsn, open_store
 from actormem.store._protocol import MemoryStore, ProgressCallback
+from actormem.store._records import content_hash
 from actormem.store._relevance import RelevanceWeights, decayed_relevance, relevance
 from actormem.store._schema import SCHEMA_VERSION
 from actormem.store._types import (
@@ -54,6 +55,7 @@ from actormem.store._types import (
 )
 
 if TYPE_CHECKING:
+    from actormem.store._duckdb import DuckDBStore
     from actormem.store._postgres import PostgresStore
 
 __all__ = [
@@ -105,7 +107,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # PostgresStore is imported on first use: importing actormem needs no psycopg.
+    # Each store is imported on first use: importing actormem needs no psycopg, and an
+    # agent on PostgreSQL (one process per agent on a cluster) never loads DuckDB.
+    if name == "DuckDBStore":
+        from actormem.store._duckdb import DuckDBStore
+
+        return DuckDBStore
     if name == "PostgresStore":
         from actormem.store._postgres import PostgresStore
 

@@ -16,7 +16,6 @@ import os
 from typing import Any, Final
 
 from actormem._dsn import DSN_PREFIXES, is_dsn, redact_dsn
-from actormem.store._duckdb import DuckDBStore
 from actormem.store._protocol import MemoryStore
 
 __all__ = ["DSN_PREFIXES", "POSTGRES_INSTALL_HINT", "is_dsn", "open_store", "store_label"]
@@ -72,5 +71,7 @@ def open_store(target: str | os.PathLike[str], **kwargs: Any) -> MemoryStore:
         store: MemoryStore = _postgres_store_class()(target, **kwargs)
         return store
     if isinstance(target, str | os.PathLike):
+        from actormem.store._duckdb import DuckDBStore
+
         return DuckDBStore(target, **kwargs)
     raise TypeError(f"a store is a file path or a postgresql:// URL, got {type(target).__name__}")
