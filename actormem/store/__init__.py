@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from actormem.store import _at_exit  # noqa: F401  (registers the stores' exit handler first)
 from actormem.store._files import rich_progress
 from actormem.store._index import tokenize
 from actormem.store._kinds import KEYED_KIND, MERGE_KINDS

@@ -64,13 +64,11 @@ Column names in generated SQL come from fixed tuples, never from callers.
 
 from __future__ import annotations
 
-import atexit
 import builtins
 import os
 import re
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -87,6 +85,7 @@ from actormem._special_files import check_regular
 from actormem.models.base import Embedder
 from actormem.store._acklog import AckLog, replay
 from actormem.store._acklog_start import StartSlot, replay_start
+from actormem.store._at_exit import OPEN_STORES
 from actormem.store._base import StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
 from actormem.store._duckdb_journal import DuckDBJournal
@@ -137,24 +136,8 @@ log = structlog.get_logger(__name__)
 #: 0.04 s of CPU against 0.15 s.  DuckDB is pinned to 1.5, which reads both.
 STORAGE_VERSION: Final = "v1.2.0"
 
-#: Stores not closed yet.  Their flusher and the actors' threads are daemon
-#: threads: at interpreter exit, one caught inside a DuckDB call when Python
-#: tears daemon threads down aborts the process ("terminate called without an
-#: active exception", duckdb/duckdb#13904) -- a program (or test run) that
-#: forgot ``close()`` died with SIGABRT in up to half of its exits here.  This closes
-#: them at exit instead (after the runtimes' own handler, registered later, has
-#: flushed their recorders): pending access counts are written, the threads
-#: stop, the file is released.
-_OPEN_STORES: weakref.WeakSet[DuckDBStore] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_stores() -> None:
-    for store in list(_OPEN_STORES):
-        try:
-            store.close()
-        except Exception as exc:  # exit anyway; say what went wrong
-            log.error("store.close_at_exit_failed", path=store.path, error=repr(exc))
+#: Stores not closed yet: closed at interpreter exit after the runtimes (``_at_exit``).
+_OPEN_STORES = OPEN_STORES
 
 
 #: Longest ``close()`` waits for the background warm-up's current step (a model load).
