@@ -101,7 +101,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # DuckDBStore is imported on first use: an agent on PostgreSQL (one process per
-    # agent on a cluster) never loads DuckDB (51 MB RSS, 6 MB of its own, 0.3 s).
+    # agent on a cluster) never loads DuckDB (51 MB RSS, 6 MB of its own, 0.1-0.3 s).
     if name == "DuckDBStore":
         from actormem.store import DuckDBStore
 

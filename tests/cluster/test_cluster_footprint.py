@@ -2,7 +2,7 @@
 
 On a cluster every agent's actor is a Python process, so what it imports
 is paid once per agent: DuckDB's library added 51 MB RSS and 6 MB of pages
-of its own (USS) to each one, and 0.3-0.5 s to its start and to every
+of its own (USS) to each one, and its import time to every start and every
 reload after an idle release.  The agent here runs in a fresh interpreter
 where DuckDB cannot be imported (as if it were not installed): a
 conversation with a PostgreSQL store and PostgreSQL sessions works end to
