@@ -13,19 +13,32 @@ BLAS's own): on a shared two-core machine the wall times move with the load,
 the CPU a turn costs much less, and it is what the next turn waits for.
 
 With the journal a turn acknowledges two writes (the task start, the final
-reply), one ``fdatasync`` of the store's log each, so the disk's sync time
-bounds it from below: the run also measures that floor (a small append and
-``fdatasync``, 200 times, in the same folder) and reports it beside the
-set-ups.
+reply); the start is kept unsynced in the store's start slot and the end's
+record carries it, so one ``fdatasync`` of the store's log acknowledges the
+turn, and the disk's sync time bounds it from below: the run also measures
+that floor (a small append and ``fdatasync``, 200 times, in the same folder)
+and reports it beside the set-ups, and counts the syncs the library makes
+from Python (``fdatasync``, ``fsync``, ``RWF_DSYNC`` writes; not DuckDB's own
+WAL syncs) per turn, the five warm-up turns and the close included.
+
+``--baseline <checkout>`` (e.g. ``git worktree add /tmp/b <commit>``) runs the
+journaled set-up ``--runs`` times for this tree and that one alternately,
+each in a fresh process, so both see the same machine; it reports each
+run and the medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +58,31 @@ class _PandasSpy:
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "pandas" or name.startswith("pandas."):
             self.count += 1
+
+
+@contextmanager
+def _counting_syncs() -> Iterator[list[int]]:
+    """Count ``os.fdatasync``, ``os.fsync`` and ``RWF_DSYNC`` writes while inside."""
+    count = [0]
+    real: dict[str, Callable[..., Any]] = {
+        name: getattr(os, name) for name in ("fdatasync", "fsync", "pwritev")
+    }
+
+    def synced(name: str) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            if name != "pwritev" or (len(args) > 3 and args[3]):
+                count[0] += 1
+            return real[name](*args)
+
+        return call
+
+    for name in real:
+        setattr(os, name, synced(name))
+    try:
+        yield count
+    finally:
+        for name, fn in real.items():
+            setattr(os, name, fn)
 
 
 def _sync_floor(folder: Path, n: int = 200) -> dict[str, float]:
@@ -70,7 +108,7 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
     if kind == "store + autocontext + journal":
         kwargs["journal"] = True
     spy = _PandasSpy()
-    with MemoryRuntime(**kwargs) as rt:
+    with _counting_syncs() as syncs, MemoryRuntime(**kwargs) as rt:
         agent = ReActAgent("bench", ScriptedModel(lambda *_: "Noted.", cycle=True), rt)
         for i in range(5):  # warm-up: embedder, caches, files
             agent.reply(f"warm-up message {i}")
@@ -90,16 +128,109 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
         "ms": summary(times),
         "pandas_lookups_per_turn": spy.count / turns,
         "process_cpu_ms_per_turn": cpu,
+        "syncs_per_turn": syncs[0] / turns,
     }
+
+
+ROOT = Path(__file__).resolve().parent.parent
+_JOURNAL = "store + autocontext + journal"
+
+
+_CHILD = """
+import json, os, sys, tempfile
+from pathlib import Path
+count = [0]
+real = {name: getattr(os, name) for name in ("fdatasync", "fsync", "pwritev")}
+def synced(name):
+    def call(*args):
+        if name != "pwritev" or (len(args) > 3 and args[3]):
+            count[0] += 1
+        return real[name](*args)
+    return call
+for name in real:
+    setattr(os, name, synced(name))
+from benchmarks.bench_reply import _run
+turns = int(sys.argv[2])
+with tempfile.TemporaryDirectory() as d:
+    r = _run(sys.argv[1], turns, Path(d))
+r["syncs_per_turn"] = count[0] / turns
+print(json.dumps(r))
+"""
+
+
+def _child(tree: Path, turns: int) -> dict[str, Any]:
+    """The journaled set-up in a fresh interpreter running ``tree``'s code.
+
+    Syncs are counted by the child script itself (the same for both trees).
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, _JOURNAL, str(turns)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
+    ).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def ab_journal(baseline: Path, turns: int, runs: int) -> dict[str, Any]:
+    """The journaled set-up, this tree and ``baseline`` alternately, ``runs`` times each."""
+    trees = {"this tree": ROOT, "baseline": baseline.resolve()}
+    raw: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+    loads = []
+    for i in range(runs):
+        order = list(trees.items()) if i % 2 == 0 else list(reversed(trees.items()))
+        for label, tree in order:
+            raw[label].append(_child(tree, turns))
+            loads.append(os.getloadavg()[0])
+    out: dict[str, Any] = {"turns": turns, "runs": runs, "load_1min": loads}
+    for label, results in raw.items():
+        out[label] = {
+            "p50_each": [round(r["ms"]["p50"], 2) for r in results],
+            "p99_each": [round(r["ms"]["p99"], 2) for r in results],
+            "cpu_each": [round(r["process_cpu_ms_per_turn"], 2) for r in results],
+            "syncs_each": [round(r["syncs_per_turn"], 2) for r in results],
+            "p50": statistics.median(r["ms"]["p50"] for r in results),
+            "p99": statistics.median(r["ms"]["p99"] for r in results),
+            "cpu": statistics.median(r["process_cpu_ms_per_turn"] for r in results),
+            "syncs": statistics.median(r["syncs_per_turn"] for r in results),
+        }
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="30 turns")
+    parser.add_argument("--baseline", type=Path, help="another checkout, run alternately")
+    parser.add_argument("--runs", type=int, default=3, help="runs per tree with --baseline")
     args = parser.parse_args(argv)
     if args.quick:
         args.turns = 30
+    if args.baseline is not None:
+        ab = ab_journal(args.baseline, args.turns, args.runs)
+        keys = ("p50", "p99", "cpu", "syncs")
+        print_table(
+            f"ReActAgent.reply with the journal, {args.turns} turns, {args.runs} runs per tree "
+            f"alternately (load {min(ab['load_1min']):.1f}-{max(ab['load_1min']):.1f})",
+            ["tree", "p50 ms", "p99 ms", "process CPU ms/turn", "syncs/turn", "p99 each run"],
+            [
+                [label, *(ab[label][k] for k in keys), str(ab[label]["p99_each"])]
+                for label in ("this tree", "baseline")
+            ]
+            + [
+                [
+                    "this tree / baseline",
+                    *(ab["this tree"][k] / ab["baseline"][k] for k in keys),
+                    "",
+                ]
+            ],
+        )
+        print(f"results: {write_results('bench_reply_ab', ab)}")
+        return ab
     res: dict[str, Any] = {"turns": args.turns}
     with tempfile.TemporaryDirectory() as d:
         res["fdatasync"] = _sync_floor(Path(d))
@@ -116,11 +247,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             res[kind]["ms"]["p50"] / base,
             res[kind]["process_cpu_ms_per_turn"],
             res[kind]["pandas_lookups_per_turn"],
+            res[kind]["syncs_per_turn"],
         ]
         for kind in ("no store", "store + autocontext", "store + autocontext + journal")
     ]
     for key in ("fdatasync", "fdatasync after"):
-        rows.append([f"disk: one {key}", res[key]["p50"], res[key]["p99"], "", "", ""])
+        rows.append([f"disk: one {key}", res[key]["p50"], res[key]["p99"], "", "", "", ""])
     print_table(
         f"ReActAgent.reply overhead per turn, scripted model, {args.turns} turns "
         f"(load {res['load'][0]:.1f})",
@@ -131,6 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "x no store (p50)",
             "process CPU ms/turn",
             "pandas look-ups/turn",
+            "syncs/turn",
         ],
         rows,
     )

@@ -104,6 +104,9 @@ class Logged:
     state_rows: dict[str, str] = field(default_factory=dict)
     #: The memories it writes (for the index's since-file; none for journal statements).
     ids: list[str] = field(default_factory=list)
+    #: The activity log entries its ``log_rows`` insert: id -> seq (what a
+    #: compaction checks without applying the record first).
+    log_ids: dict[str, int] = field(default_factory=dict)
     _data: bytes | None = None
 
     def wire(self) -> WireWrite:
@@ -137,10 +140,6 @@ class Logged:
     def payload(self) -> list[str]:
         """The record's statements in the order the direct path runs them."""
         return write_statements(self.wire())
-
-    def journal_text(self) -> str:
-        """The journal rows and statements it writes, as text (to look for an entry's id)."""
-        return "\n".join([*self.log_rows, *self.state_rows.values(), *self.statements])
 
 
 def _merged_statements(pending: list[Logged]) -> list[str]:
@@ -180,7 +179,12 @@ def _carried(start: Logged, end: Logged) -> Logged:
     for key, row in end.state_rows.items():
         state.pop(key, None)  # re-inserted last, as _merged_statements orders them
         state[key] = row
-    return Logged(seq=start.seq, log_rows=[*start.log_rows, *end.log_rows], state_rows=state)
+    return Logged(
+        seq=start.seq,
+        log_rows=[*start.log_rows, *end.log_rows],
+        state_rows=state,
+        log_ids={**start.log_ids, **end.log_ids},
+    )
 
 
 def _too_large(statements: list[str]) -> bool:
@@ -416,15 +420,23 @@ class DuckDBLogged:
         self._append_logged(Logged(seq=self._seq + 1, statements=list(statements)))
 
     def _write_journal_rows(
-        self, what: str, log_rows: list[str], state_rows: dict[str, str], *, sync: bool = True
+        self,
+        what: str,
+        log_rows: list[str],
+        state_rows: dict[str, str],
+        *,
+        sync: bool = True,
+        log_ids: dict[str, int] | None = None,
     ) -> None:
         """Write the journal's literal rows as one logged record (writer lock held).
 
         Kept as rows, not statements, so the applier merges many records' rows
         into one insert and one upsert (see :func:`_merged_statements`).
-        ``sync``: see :meth:`_append_logged`.
+        ``sync``: see :meth:`_append_logged`; ``log_ids``: see :class:`Logged`.
         """
-        entry = Logged(seq=self._seq + 1, log_rows=log_rows, state_rows=state_rows)
+        entry = Logged(
+            seq=self._seq + 1, log_rows=log_rows, state_rows=state_rows, log_ids=log_ids or {}
+        )
         statements = entry.payload()
         if self._acklog is None or _too_large(statements):
             self._run_script(what, statements, ())
@@ -455,6 +467,26 @@ class DuckDBLogged:
             return False
         with self._logged_lock:
             return self._pending_start() is not None or self._acklog.unsynced
+
+    def _pending_log_ids(self, ids: list[str]) -> dict[str, int] | None:
+        """The seq of each of ``ids`` (activity log entries) inserted by a pending record.
+
+        None when a pending record's statements name one of them (a compaction
+        not yet applied): only DuckDB, once it has applied them, can say what
+        they leave.  Reads the records kept in memory: no DuckDB call, no drain.
+        """
+        wanted = set(ids)
+        out: dict[str, int] = {}
+        with self._logged_lock:
+            pending = list(self._logged)
+        for e in pending:
+            if e.statements:
+                text = "\n".join(e.statements)
+                if any(i in text for i in ids):
+                    return None
+            if e.log_ids:
+                out.update((i, s) for i, s in e.log_ids.items() if i in wanted)
+        return out
 
     def _pending_ops(self, scope: Namespace, ids: set[str]) -> dict[str, tuple[int, str]]:
         """The last history row of each of ``ids`` (in ``scope``) among the pending records.

@@ -2,8 +2,9 @@
 
 A compaction is one record of ``<db>.acklog`` (no DuckDB transaction under
 the writer lock, which a turn's journal write would wait for).  Its entries
-are checked against DuckDB first, after applying the pending writes that
-name them.
+are checked first: those still pending in the log from their records, the
+others in DuckDB, without applying the pending writes (a DuckDB transaction
+per compaction); a pending compaction that names one is applied first.
 """
 
 from __future__ import annotations
@@ -100,3 +101,40 @@ def test_a_kill_right_after_journal_writes_keeps_the_pending_entries(tmp_path: P
         assert [e.content for e in store.log_entries(NS)] == ["e1", "e2", "e3", "after"]
         assert [e.seq for e in store.log_entries(NS)] == [2, 3, 4, 5]
     assert not os.path.exists(str(path) + ".acklog.rejected")
+
+
+def test_a_compaction_applies_nothing_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Entries in DuckDB and entries still pending are checked without a DuckDB transaction."""
+    with _open(tmp_path / "m.duckdb") as store:
+        store._stop.set()  # no applier step: what is applied is what the calls apply
+        older = store.journal_write(NS, [("THOUGHT", f"old{i}", {}, 1.7e9 + i) for i in range(4)])
+        store.log_entries(NS)  # a read applies them
+        single = store.log_append(NS, "THOUGHT", "one by one", ts=1.7e9 + 5)
+        newer = store.journal_write(
+            NS, [("THOUGHT", f"new{i}", {}, 1.7e9 + 9 + i) for i in range(4)]
+        )
+        assert store._logged  # the newer entries are pending
+        applies: list[int] = []
+        real = store._apply
+
+        def counting(cur: object, pending: list[object]) -> None:
+            applies.append(len(pending))
+            real(cur, pending)
+
+        monkeypatch.setattr(store, "_apply", counting)
+        ids = [r.id for r in (*older, single, *newer[:2])]
+        comp = store.log_compact(NS, ids, summary_id="s", summary="x")
+        assert applies == []  # nothing was applied to check the entries
+        assert (comp.entries, comp.first_seq, comp.last_seq) == (7, 1, 7)
+        with pytest.raises(InvalidMemoryError, match="1 of the 2 entries"):
+            store.log_compact(NS, [newer[1].id, newer[2].id], summary_id="s", summary="again")
+        with pytest.raises(InvalidMemoryError, match="1 of the 2 entries"):
+            store.log_compact(NS, [newer[2].id, "no-such-entry"], summary_id="s", summary="x")
+        comp2 = store.log_compact(NS, [newer[2].id], summary_id="s2", summary="y")
+        assert (comp2.first_seq, comp2.last_seq) == (8, 8)
+        monkeypatch.undo()
+        assert [e.content for e in store.log_entries(NS)] == ["new3"]
+        every = store.log_entries(NS, compacted=None)
+        assert [e.compaction_id for e in every] == [comp.id] * 7 + [comp2.id, None]

@@ -101,10 +101,10 @@ def test_a_reply_without_tools_commits_two_journal_transactions(
     real = store._write_journal_rows
 
     def counting(
-        what: str, log_rows: list[str], state_rows: dict[str, str], *, sync: bool = True
+        what: str, log_rows: list[str], state_rows: dict[str, str], *, sync: bool = True, **kw: Any
     ) -> None:
         writes.append((what, sync))
-        real(what, log_rows, state_rows, sync=sync)
+        real(what, log_rows, state_rows, sync=sync, **kw)
 
     # each journal write is one acknowledged write, applied to DuckDB later in
     # the applier's single transaction; the start's is kept in the start slot,

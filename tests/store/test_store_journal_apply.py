@@ -307,7 +307,6 @@ def test_a_compaction_between_the_check_and_the_write_is_seen(
     read its entries as uncompacted (outside the writer lock) and waits until
     compaction B of the same entries has committed; A must then be refused,
     not write a second compaction of entries B already took."""
-    import actormem.store._duckdb_journal as dj
     from actormem.store import InvalidMemoryError
 
     store = _open(tmp_path / "window.duckdb")
@@ -315,16 +314,16 @@ def test_a_compaction_between_the_check_and_the_write_is_seen(
         recs = store.journal_write(NS, [("THOUGHT", f"e{i}", {}, 1.7e9) for i in range(3)])
         ids = [r.id for r in recs]
         a_has_read, b_done = threading.Event(), threading.Event()
-        real_one = vars(dj)["_one"]
+        real_check = store._compaction_check
 
-        def held_open(cur: Any, sql: str) -> Any:
-            row = real_one(cur, sql)
+        def held_open(entry_ids: list[str], ns_where: str) -> Any:
+            row = real_check(entry_ids, ns_where)
             if threading.current_thread().name == "A" and not a_has_read.is_set():
                 a_has_read.set()
                 assert b_done.wait(60), "compaction B never finished"
             return row
 
-        monkeypatch.setattr(dj, "_one", held_open)
+        monkeypatch.setattr(store, "_compaction_check", held_open)
         outcome: dict[str, str] = {}
 
         def compact(name: str) -> None:
