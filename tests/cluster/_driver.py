@@ -79,15 +79,9 @@ class GatedEmbedder(HashEmbedder):
 
 def agent(session: str, ns: Namespace, pg: str, **kw: Any) -> RemoteRuntime:
     kw.setdefault("embedder", HashEmbedder(64))
-    return RemoteRuntime.connect(
-        session,
-        namespace=ns,
-        store=pg,
-        sessions=pg,
-        recorder=RecorderConfig(batch_seconds=0.05),
-        failover_timeout=90,
-        **kw,
-    )
+    kw.setdefault("recorder", RecorderConfig(batch_seconds=0.05))
+    kw.setdefault("failover_timeout", 90)
+    return RemoteRuntime.connect(session, namespace=ns, store=pg, sessions=pg, **kw)
 
 
 def texts(rt: RemoteRuntime) -> list[str]:
@@ -190,6 +184,18 @@ def main(pg: str, out: str, tmp: str) -> None:
 
     mark("second driver")
 
+    # -- on the same node: saves through the session storage (a ReActAgent's) ----------
+    gina_ns = Namespace(user_id="gina")
+    slow = RecorderConfig(batch_seconds=600)  # the turn stays uncommitted until flush()
+    gina = agent("gina-s1", gina_ns, pg, recorder=slow, actor_options=on_node(worker.node_id))
+    res["gina_on_worker"] = gina.where()["node_id"] == worker.node_id
+    gina.record([Msg.user("My bike is called Blitz."), Msg.assistant("Noted.")])
+    gina.save_session()  # the short-term state only: the turn is still being recorded
+    res["gina_acknowledged_after_save"] = gina.acknowledged
+    gina_mem = agent("gina-s1", gina_ns, pg, recorder=slow)  # another handle, a ReActAgent's
+    gina_bot = ReActAgent("gina", ScriptedModel([]), gina_mem, session_id="gina-s1")
+    gina_mem.add(Msg.user("unsaved"))
+
     # -- a write-through agent on the same node, a read in flight ----------------------
     gate = os.path.join(tmp, "gate-dir")
     os.mkdir(gate)
@@ -262,6 +268,12 @@ def main(pg: str, out: str, tmp: str) -> None:
     alice.add(Msg.user("After the failover."))
     alice.flush()
     res["continued"] = texts(alice)
+    res["gina_bot_save_after_kill"] = error_of(gina_bot.save_session)
+    res["gina_bot_save_again"] = error_of(gina_bot.save_session)  # told once, carries on
+    res["gina_after_kill"] = error_of(lambda: gina.retrieve("Blitz", 3))
+    res["gina_texts"] = texts(gina)
+    res["gina_blitz"] = [h.memory.content for h in gina.retrieve("Blitz", 3)]
+    gina.stop()
 
     # -- the agent's events reach a subscriber in this (another) process, in order ------
     # (carol, back after the failover: no new actor process for it)

@@ -204,6 +204,26 @@ def test_a_read_in_flight_when_the_node_dies_is_resent_and_answered_once(
     assert any("Miso" in h for h in run["read_answers"][0]), run["read_answers"]
 
 
+def test_a_save_through_the_session_storage_after_a_restart_says_what_was_lost(
+    run: dict[str, Any],
+) -> None:
+    # a ReActAgent's save_session (RemoteSessions.save, as its autosave) on a handle with an
+    # unsaved add, after the node died: refused like the handle's own calls, then carries on
+    assert run["gina_on_worker"]
+    assert run["gina_bot_save_after_kill"]["type"] == "AgentRestartedError"
+    assert run["gina_bot_save_again"]["type"] == "none"
+    assert run["gina_texts"] == []  # "unsaved" is gone: the refusal was due
+
+
+def test_save_session_does_not_acknowledge_turns_still_being_recorded(
+    run: dict[str, Any],
+) -> None:
+    assert run["gina_acknowledged_after_save"] is False
+    # the recorded turn died with the node uncommitted: the handle is told, not silent
+    assert run["gina_after_kill"]["type"] == "AgentRestartedError"
+    assert not any("Blitz" in h for h in run["gina_blitz"])
+
+
 def test_events_reach_a_subscriber_in_another_process_in_order(run: dict[str, Any]) -> None:
     assert run["events_all_arrived"]
     assert run["events"] == [f"e{i}" for i in range(60)]
