@@ -10,8 +10,11 @@ subscriber is connected**, and the order is the order the runtime published
 them.  A subscriber that has not polled for ``DISCONNECT_AFTER`` seconds is
 disconnected; one that falls ``LIMIT`` events behind loses the oldest and is
 told (:class:`EventsLostError`) instead of silently skipping them.  The
-events of an incarnation end with it: after a failover a subscription
-continues with the restarted agent's events (logged).
+events of an incarnation end with it: when the agent's actor is lost (its
+node died, or it was stopped by another handle) while subscribed, the
+stream ends with :class:`EventsLostError` (what it published after the last
+poll may never have reached the subscriber); subscribing again follows the
+restarted agent.
 """
 
 from __future__ import annotations
@@ -189,17 +192,21 @@ class EventPump:
                     self._sub, self._after, POLL_WAIT
                 )
                 items = h._get(ref)
-            except lost:
+            except lost as exc:
                 if self._stop.is_set() or h._closed:  # stopped: do not bring it back
                     self._observer.on_completed()
                     return
-                log.warning("cluster.events_agent_restarted", session_id=h.session_id)
-                try:
-                    self._sub, self._after = self._register()
-                except ClusterError as exc:
-                    self._observer.on_error(exc)
-                    return
-                continue
+                # What it published after the last poll ended with it: say so, never skip.
+                log.warning("cluster.events_agent_lost", session_id=h.session_id)
+                self._observer.on_error(
+                    EventsLostError(
+                        f"the agent {h.session_id!r} restarted or ended "
+                        f"({type(exc).__name__}) while subscribed: its events after number "
+                        f"{self._after} may be lost; subscribe again to follow the agent from "
+                        "its restored state"
+                    )
+                )
+                return
             except EventsLostError as exc:
                 self._observer.on_error(exc)
                 return

@@ -195,6 +195,15 @@ def main(pg: str, out: str, tmp: str) -> None:
     gina_mem = agent("gina-s1", gina_ns, pg, recorder=slow)  # another handle, a ReActAgent's
     gina_bot = ReActAgent("gina", ScriptedModel([]), gina_mem, session_id="gina-s1")
     gina_mem.add(Msg.user("unsaved"))
+    # a subscriber to alice's events, connected when her node dies
+    alice_told = threading.Event()
+    alice_stream: list[str] = []
+
+    def alice_lost(exc: Exception) -> None:
+        alice_stream.append(f"{type(exc).__name__}: {exc}")
+        alice_told.set()
+
+    alice.events.subscribe(on_next=lambda e: None, on_error=alice_lost)
 
     # -- a write-through agent on the same node, a read in flight ----------------------
     gate = os.path.join(tmp, "gate-dir")
@@ -268,6 +277,8 @@ def main(pg: str, out: str, tmp: str) -> None:
     alice.add(Msg.user("After the failover."))
     alice.flush()
     res["continued"] = texts(alice)
+    res["alice_stream_told"] = alice_told.wait(60)  # the old code re-registered silently
+    res["alice_stream_errors"] = alice_stream
     res["gina_bot_save_after_kill"] = error_of(gina_bot.save_session)
     res["gina_bot_save_again"] = error_of(gina_bot.save_session)  # told once, carries on
     res["gina_after_kill"] = error_of(lambda: gina.retrieve("Blitz", 3))

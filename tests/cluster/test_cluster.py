@@ -224,6 +224,11 @@ def test_save_session_does_not_acknowledge_turns_still_being_recorded(
     assert not any("Blitz" in h for h in run["gina_blitz"])
 
 
+def test_a_subscriber_is_told_when_the_agent_it_follows_is_lost(run: dict[str, Any]) -> None:
+    assert run["alice_stream_told"]
+    assert run["alice_stream_errors"][0].startswith("EventsLostError: the agent 'alice-s1'")
+
+
 def test_events_reach_a_subscriber_in_another_process_in_order(run: dict[str, Any]) -> None:
     assert run["events_all_arrived"]
     assert run["events"] == [f"e{i}" for i in range(60)]
