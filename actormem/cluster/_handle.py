@@ -13,11 +13,18 @@ died; Ray restarts it elsewhere and it restores itself, see ``_host``):
   message id --, ``flush``, ``save_session``, ``save_fact``) is sent again
   to the restarted actor, until ``failover_timeout``;
 * any other call raises :class:`AgentRestartedError`: it may or may not
-  have taken effect;
-* a handle with unacknowledged changes (calls since its last returned
-  ``flush()``/``save_session()``) never continues silently on a restarted
-  agent: the actor refuses the call and the handle raises
-  :class:`AgentRestartedError` once, then carries on from the restored state.
+  have taken effect, and it is not sent again -- except when the
+  incarnation it was sent to ended by an idle release (a release runs
+  between calls, so the call never ran there): then it goes to the
+  incarnation that said so, and is sent on only if that one too was
+  released, never after a loss that may have run it;
+* a handle with unacknowledged changes (short-term changes since its last
+  returned ``flush()``/``save_session()``, turns recorded since its last
+  ``flush()``) never continues silently on a restarted agent: the actor
+  refuses the call -- the session saves and loads of
+  :class:`RemoteSessions`, a ``ReActAgent``'s included -- and the handle
+  raises :class:`AgentRestartedError` once, then carries on from the
+  restored state.
 
 An actor that ended for good (``stop()`` by any handle) is created again,
 from its session, by the next call of any handle.
@@ -514,36 +521,61 @@ class RemoteRuntime:
         kwargs: dict[str, Any],
         exc: BaseException,
     ) -> tuple[str, Any]:
-        """The actor was lost during ``name``: resend it to the restarted one, or say so."""
-        if not call.retry and not self._was_released():
-            self._restarted()
-            raise AgentRestartedError(
-                f"the agent {self.session_id!r} was lost while {name}() ran "
-                f"({type(exc).__name__}); it may or may not have taken effect, and changes "
-                "since the last flush()/save_session() may be lost; continue from messages()",
-                name,
-            ) from None
-        expect = self._expect()
-        result: tuple[str, Any] = unpack(
-            self._attempt(lambda: self._send(name, args, kwargs, expect, True), name, first=exc)
-        )
-        return result
+        """The actor was lost during ``name``: resend it to the restarted one, or say so.
 
-    def _was_released(self) -> bool:
-        """Whether the incarnation this handle talked to ended by an idle release.
+        A call that is not safe to repeat is sent again only while the
+        incarnation it was sent to is known to have ended by an idle release
+        (the release runs between calls: the call never ran there), each
+        time to the incarnation that said so.  Lost anywhere else, it may
+        have run: :class:`AgentRestartedError`, and it is not sent again.
+        """
+        if call.retry:
+            expect = self._expect()
+            result: tuple[str, Any] = unpack(
+                self._attempt(lambda: self._send(name, args, kwargs, expect, True), name, first=exc)
+            )
+            return result
+        sent_to = self._incarnation
+        deadline = time.monotonic() + float(self._connect_args["failover_timeout"])
+        while True:
+            answering = self._released_by(sent_to)
+            if answering is None or time.monotonic() >= deadline:
+                raise self._lost_during(name, exc)
+            try:
+                once: tuple[str, Any] = unpack(
+                    self._get(self._send(name, args, kwargs, self._expect(), False))
+                )
+            except AgentRestartedError:
+                self._restarted()
+                raise
+            except _lost_errors() as again:
+                exc, sent_to = again, answering
+                continue
+            return once
+
+    def _lost_during(self, name: str, exc: BaseException) -> AgentRestartedError:
+        self._restarted()
+        return AgentRestartedError(
+            f"the agent {self.session_id!r} was lost while {name}() ran "
+            f"({type(exc).__name__}); it may or may not have taken effect, and changes "
+            "since the last flush()/save_session() may be lost; continue from messages()",
+            name,
+        )
+
+    def _released_by(self, incarnation: str | None) -> str | None:
+        """Whether ``incarnation`` ended by an idle release: the incarnation answering now, if so.
 
         Then a call that found it gone never ran (the release ran between
-        calls and saved everything), so it may be sent again.
+        calls and saved everything), so it may be sent to the one answering.
         """
-        mine = self._incarnation
-        if mine is None:
-            return False
+        if incarnation is None:
+            return None
         self._reach_again()
         try:
-            released: list[str] = self._attempt(lambda: self._actor.released.remote(), "released")
+            now, released = self._attempt(lambda: self._actor.released.remote(), "released")
         except ClusterError:
-            return False
-        return mine in released
+            return None
+        return str(now) if incarnation in released else None
 
     def _attempt(
         self, send: Callable[[], Any], name: str, first: BaseException | None = None

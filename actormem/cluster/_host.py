@@ -579,9 +579,9 @@ class MemoryHost:
         """The subscriber is gone."""
         self._buffer.unregister(sub)
 
-    def released(self) -> list[str]:
-        """The incarnations that ended by an idle release, oldest first."""
-        return list(self._released)
+    def released(self) -> tuple[str, list[str]]:
+        """This incarnation, and those that ended by an idle release (oldest first)."""
+        return self.incarnation, list(self._released)
 
     def _watch_idle(self, seconds: float) -> None:
         """Queue a release to this actor once it has had no call for ``seconds``."""

@@ -17,6 +17,7 @@ down at once (one with an unacknowledged change, one with a read in flight).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -84,6 +85,35 @@ def agent(session: str, ns: Namespace, pg: str, **kw: Any) -> RemoteRuntime:
     return RemoteRuntime.connect(session, namespace=ns, store=pg, sessions=pg, **kw)
 
 
+class CrashingEmbedder(HashEmbedder):
+    """Ends its process, as a dying node would, once it has counted a text with CRASH in it."""
+
+    def __init__(self, count_file: str) -> None:
+        super().__init__(64)
+        self.count_file = count_file
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if any("CRASH" in t for t in texts):
+            with open(self.count_file, "a") as f:
+                f.write("ran\n")
+            os._exit(1)
+        return super().embed(texts)
+
+
+def wait_released(rt: RemoteRuntime) -> None:
+    """Until the idle agent's actor is gone (Ray gives no event for it: poll its name, bounded)."""
+    name = actor_name(rt._spec)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            ray.get_actor(name, namespace=RAY_NAMESPACE)
+        except ValueError:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the idle agent was not released within 60 s")
+        time.sleep(0.1)
+
+
 def texts(rt: RemoteRuntime) -> list[str]:
     return [m.text for m in rt.messages()]
 
@@ -135,7 +165,16 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["refused_json_sessions"] = error_of(lambda: RemoteRuntime.connect("js", store=pg))
 
     # -- an idle agent (on the head): released while the other scenarios run -----------
-    dave = agent("dave-s1", Namespace(user_id="dave"), pg, idle_release=1.0)
+    tool_runs = os.path.join(tmp, "dave-tool-runs")
+    dave = agent(
+        "dave-s1",
+        Namespace(user_id="dave"),
+        pg,
+        idle_release=1.0,
+        embedder=CrashingEmbedder(tool_runs),
+        long_term="both",  # the memory tools too
+        failover_timeout=20,  # bounds the old code's resending below (it never restarts elsewhere)
+    )
     dave_pid = dave.where()["pid"]
     dave.add(Msg.user("Remember me."))  # not flushed: the release saves it
 
@@ -307,16 +346,7 @@ def main(pg: str, out: str, tmp: str) -> None:
     mark("events")
 
     # -- the idle agent was released meanwhile; back on the next call --------------------
-    name = actor_name(dave._spec)
-    deadline = time.monotonic() + 60
-    while True:  # Ray gives no event for an actor's exit: poll its name, bounded
-        try:
-            ray.get_actor(name, namespace=RAY_NAMESPACE)
-        except ValueError:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("the idle agent was not released within 60 s")
-        time.sleep(0.1)
+    wait_released(dave)
     res["released_process_exited"] = exited(dave_pid)
     # record() is never resent after a crash; the released actor never ran it: resent
     dave.record([Msg.user("My dog is called Rex.")])
@@ -324,6 +354,15 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["dave_texts"] = texts(dave)
     res["dave_new_process"] = dave.where()["pid"] != dave_pid
     res["dave_rex"] = [h.memory.content for h in dave.retrieve("Rex", 3)]
+    # released again; the next call is not safe to repeat, and the re-created actor dies
+    # while running it (after it took effect): it must not be sent again
+    wait_released(dave)
+    res["dave_tool_lost"] = error_of(
+        lambda: dave.call_tool("record_to_memory", {"thinking": "t", "content": ["CRASH now"]})
+    )
+    res["dave_tool_runs"] = 0
+    with contextlib.suppress(FileNotFoundError), open(tool_runs) as f:
+        res["dave_tool_runs"] = len(f.readlines())
     dave.stop()
     mark("idle release")
 

@@ -229,6 +229,15 @@ def test_a_subscriber_is_told_when_the_agent_it_follows_is_lost(run: dict[str, A
     assert run["alice_stream_errors"][0].startswith("EventsLostError: the agent 'alice-s1'")
 
 
+def test_after_a_release_a_call_not_safe_to_repeat_is_not_sent_again(
+    run: dict[str, Any],
+) -> None:
+    # the released actor never ran it; the re-created one ran it and died before answering
+    assert run["dave_tool_runs"] == 1, run["dave_tool_lost"]
+    assert run["dave_tool_lost"]["type"] == "AgentRestartedError"
+    assert "may or may not have taken effect" in run["dave_tool_lost"]["message"]
+
+
 def test_events_reach_a_subscriber_in_another_process_in_order(run: dict[str, Any]) -> None:
     assert run["events_all_arrived"]
     assert run["events"] == [f"e{i}" for i in range(60)]
