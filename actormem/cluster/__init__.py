@@ -25,12 +25,17 @@ saved after each short-term change, ``record`` flushes) at the cost of a
 PostgreSQL write per call.  A call in flight when the node dies is sent
 again to the restarted actor when it is safe to repeat (reads, ``add``
 deduplicated by message id, saves, flushes); otherwise it raises
-:class:`AgentRestartedError`, as does the first call of a handle whose
-unacknowledged changes were lost.
+:class:`AgentRestartedError` and is never sent twice, as does the first
+call of a handle whose unacknowledged changes were lost (a ``ReActAgent``'s
+saves through :class:`RemoteSessions` included).  Each incarnation takes
+the session over with a higher epoch, so an older one cut off from the
+cluster cannot save over it; sessions carry their owner's namespace, and
+no agent reads or writes another namespace's (``_host``).
 
 **Events and idle agents.**  The handle's ``events``, ``stream`` and
 ``subscribe`` long-poll the actor's numbered event buffer (ordered, nothing
-dropped while connected: ``_events``).  ``idle_release=seconds`` saves and
+dropped while connected; a stream whose agent is lost ends with
+:class:`EventsLostError`: ``_events``).  ``idle_release=seconds`` saves and
 ends an agent's actor after that long without a call; the next call
 re-creates it from its session, losing nothing.
 
