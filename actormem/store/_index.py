@@ -30,13 +30,11 @@ import itertools
 import math
 from array import array
 from collections.abc import Iterable, MutableMapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._blas import blas_threads_for
 from actormem.store._index_keys import KeyRows, rows_of
 from actormem.store._index_rows import APPROX_MIN_ROWS, F32, F64, I64
 from actormem.store._index_scope import ScopeSearch, with_context
@@ -426,11 +424,10 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         See :class:`SearchConfig` for the fusion formulas; ``rerank`` is the
         optional second stage (hybrid mode).
         """
-        with self._lock, ExitStack() as blas:
+        with self._lock:
             rows = self._scope_rows(namespace, filters)
             if rows.size == 0:
                 return []
-            blas.enter_context(self._blas_for(rows.size))
             pool = max(config.candidates, limit)
             use_vec = mode in ("hybrid", "vector") and query is not None
             use_kw = mode in ("hybrid", "keyword")
@@ -521,11 +518,10 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         Uses the approximate first pass like :meth:`search` unless ``exact``
         (the benchmark compares the two).
         """
-        with self._lock, ExitStack() as blas:
+        with self._lock:
             rows = self._scope_rows(namespace, None)
             if rows.size == 0:
                 return rows
-            blas.enter_context(self._blas_for(rows.size))
             if (
                 not exact
                 and self._pvecs is not None
@@ -537,15 +533,6 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 top = top_k(self.cosine(rows, query), k)
             out: I64 = rows[top]
             return out
-
-    def _product_rows(self, scope: int) -> int:
-        """Rows of the vector product over a scope (see :meth:`cosine`: a large one takes all)."""
-        return self._n if scope * 3 > self._n else scope
-
-    def _blas_for(self, scope: int) -> AbstractContextManager[None]:
-        """The BLAS thread limit for a search over ``scope`` rows (see :mod:`._blas`)."""
-        rows = self._product_rows(scope)
-        return blas_threads_for(rows, rows * int(self._vecs.shape[1]))
 
     def relevance_of(self, rows: I64, now: float, weights: RelevanceWeights) -> F64:
         """Relevance of ``rows`` at ``now``."""

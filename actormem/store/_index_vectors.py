@@ -71,16 +71,21 @@ class VectorSearch(IndexRows):
         log.info("index.projection_learned", rows=self._n, dims=self._approx_dims)
 
     def cosine(self, rows: I64, query: F32) -> F32:
-        """Cosine of ``query`` with each row (vectors are normalised)."""
+        """Cosine of ``query`` with each row (vectors are normalised).
+
+        Products of at most :data:`~actormem.store._blas.SINGLE_THREAD_MAX_ROWS`
+        rows are computed in blocks OpenBLAS does not split: the search's thread
+        limit holds only on the process's main thread (see :mod:`._blas`).
+        """
         if rows.size == 0:
             return np.zeros(0, dtype=np.float32)
         if rows.size * 3 > self._n:
-            full: F32 = self._vecs[: self._n] @ query
+            full: F32 = _mul(self._n)(self._vecs[: self._n], query)
             if rows.size == self._n:  # every row (ascending, unique): no gather
                 return full
             out: F32 = full[rows]
             return out
-        gathered: F32 = self._vecs[rows] @ query
+        gathered: F32 = _mul(rows.size)(self._vecs[rows], query)
         return gathered
 
     def cosine_many(self, rows: I64, queries: F32, *, ascending: bool = False) -> F32:
@@ -98,10 +103,7 @@ class VectorSearch(IndexRows):
         """
         big = rows.size * 3 > self._n
         product = self._n if big else rows.size
-        # large: the BLAS library's own threads; else unsplit in any thread (._blas)
-        mul: Callable[[F32, F32], F32] = (
-            np.matmul if product > SINGLE_THREAD_MAX_ROWS else unsplit_matmul
-        )
+        mul = _mul(product)
         qt = queries.T
         with self._lock:
             if big:
@@ -124,16 +126,22 @@ class VectorSearch(IndexRows):
         assert self._proj is not None and self._pvecs is not None
         qp = query @ self._proj
         if rows.size == self._n:
-            coarse: F32 = self._pvecs[: self._n] @ qp
+            coarse: F32 = _mul(self._n)(self._pvecs[: self._n], qp)
         elif rows.size * 3 > self._n:
-            coarse = (self._pvecs[: self._n] @ qp)[rows]
+            coarse = _mul(self._n)(self._pvecs[: self._n], qp)[rows]
         else:
-            coarse = self._pvecs[rows] @ qp
+            coarse = _mul(rows.size)(self._pvecs[rows], qp)
         first = top_k(coarse, max(self._approx_rerank, k))
         exact: F32 = self._vecs[rows[first]] @ query
         order = top_k(exact, k)
         out: I64 = first[order]
         return out, exact[order]
+
+
+def _mul(rows: int) -> Callable[[F32, F32], F32]:
+    """The product for ``rows`` rows: unsplit in any thread, or the BLAS library's
+    threads for a large one (see :mod:`actormem.store._blas`)."""
+    return np.matmul if rows > SINGLE_THREAD_MAX_ROWS else unsplit_matmul
 
 
 #: Rows in more runs of consecutive rows than this are gathered into a copy.
