@@ -34,7 +34,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._blas import blas_threads_for
+from actormem.store._blas import SINGLE_THREAD_MAX_ROWS, unsplit_matmul
 from actormem.store._index_vectors import top_k
 from actormem.store._pg_search import FirstStageQuery
 from actormem.store._types import Namespace, SearchFilters
@@ -420,13 +420,14 @@ class ScopeIndex:
         chosen: dict[int, None] = {}
         if use_vec and qvec is not None:
             qvec = np.asarray(qvec, dtype=np.float32)  # a float64 query would copy the matrix
-            # the DuckDB index's BLAS rule: a small product on one thread
+            # the DuckDB index's BLAS rule: a small product in blocks OpenBLAS
+            # does not split, on any thread (see actormem.store._blas)
             product = n if rows.size * 3 > n else int(rows.size)
-            with blas_threads_for(product, product * self.dim):
-                if rows.size * 3 > n:
-                    cos: F32 = (self._vecs[:n] @ qvec)[rows]
-                else:
-                    cos = self._vecs[rows] @ qvec
+            mul = np.matmul if product > SINGLE_THREAD_MAX_ROWS else unsplit_matmul
+            if rows.size * 3 > n:
+                cos: F32 = mul(self._vecs[:n], qvec)[rows]
+            else:
+                cos = mul(self._vecs[rows], qvec)
             for rank, row in enumerate(self._best(cos, rows, pool), 1):
                 out.vec_rank[self._ids[row]] = rank
                 chosen[row] = None
