@@ -64,8 +64,9 @@ CALLS: Final[dict[str, Call]] = {
     "tools": _READ,
     "call_tool": Call(retry=False),
     # lifecycle hooks
-    "on_turn_end": Call(retry=True),
-    "on_session_end": Call(retry=False),
+    # (both clear the fleeting scratchpad, which is saved with the session)
+    "on_turn_end": Call(retry=True, changes=True),
+    "on_session_end": Call(retry=False, changes=True),
     "on_idle": Call(retry=False),
     # sessions and state
     "load_session": Call(retry=True, changes=True),

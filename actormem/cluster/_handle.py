@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
@@ -133,6 +134,11 @@ class RemoteRuntime:
         self._unsaved = False
         #: turns handed to the recorder and not yet committed (acknowledged by flush only)
         self._unflushed = False
+        #: changing calls (changes/records) sent so far, and those not yet answered: a
+        #: flush or save acknowledges only when none ran beside it (``_quiet_since``)
+        self._marks = threading.Lock()
+        self._sent_changes = 0
+        self._open_changes = 0
         self._closed = False
         self._sessions = RemoteSessions(self)
 
@@ -461,20 +467,59 @@ class RemoteRuntime:
     def _expect(self) -> str | None:
         return self._incarnation if self._dirty else None
 
-    def _answered(self, name: str, call: Call, incarnation: str, args: tuple[Any, ...]) -> None:
+    def _change_mark(self) -> tuple[int, int]:
+        """``(changing calls sent, changing calls in flight)``, taken before a call is sent."""
+        with self._marks:
+            return self._sent_changes, self._open_changes
+
+    def _sending(self, call: Call) -> bool:
+        """Count a changing call as sent (and in flight); whether it is one."""
+        if not (call.changes or call.records):
+            return False
+        with self._marks:
+            self._sent_changes += 1
+            self._open_changes += 1
+        return True
+
+    def _done(self) -> None:
+        with self._marks:
+            self._open_changes -= 1
+
+    def _quiet_since(self, mark: tuple[int, int]) -> bool:
+        """Whether no changing call of this handle was in flight when ``mark`` was taken
+        nor was sent since: then a flush or save answered after it covers every change.
+
+        Another thread's ``add`` may run in the actor after a flush that was sent
+        before its answer came back; that flush must not acknowledge it.  When
+        one may have, the handle stays unacknowledged (a later flush settles it).
+        """
+        with self._marks:
+            return mark[1] == 0 and self._sent_changes == mark[0]
+
+    def _answered(
+        self,
+        name: str,
+        call: Call,
+        incarnation: str,
+        args: tuple[Any, ...],
+        mark: tuple[int, int],
+    ) -> None:
         self._incarnation = incarnation
         if name == "flush":
-            self._unsaved = self._unflushed = False
+            if self._quiet_since(mark):
+                self._unsaved = self._unflushed = False
         elif name == "save_session" and args[0] in (None, self.session_id):
-            self._saved()
+            self._saved(mark)
         elif not self._spec.write_through:
             self._unsaved = self._unsaved or call.changes
             self._unflushed = self._unflushed or call.records
 
-    def _saved(self) -> None:
+    def _saved(self, mark: tuple[int, int]) -> None:
         """The agent's own session was saved: the short-term changes before it are
-        acknowledged; turns still being recorded are not, until ``flush()`` commits them."""
-        self._unsaved = False
+        acknowledged (unless a changing call ran beside the save); turns still being
+        recorded are not, until ``flush()`` commits them."""
+        if self._quiet_since(mark):
+            self._unsaved = False
 
     def _restarted(self) -> None:
         """The agent restarted: this handle's unacknowledged changes are gone (it was told)."""
@@ -484,6 +529,8 @@ class RemoteRuntime:
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open(name)
         call = CALLS[name]
+        mark = self._change_mark()
+        changing = self._sending(call)
         try:
             inc, result = unpack(self._get(self._send(name, args, kwargs, self._expect(), False)))
         except AgentRestartedError:
@@ -491,13 +538,18 @@ class RemoteRuntime:
             raise
         except _lost_errors() as exc:
             inc, result = self._after_loss(name, call, args, kwargs, exc)
-        self._answered(name, call, inc, args)
+        finally:
+            if changing:
+                self._done()
+        self._answered(name, call, inc, args, mark)
         return result
 
     async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open(name)
         call = CALLS[name]
         ray = _ray()
+        mark = self._change_mark()
+        changing = self._sending(call)
         try:
             inc, result = unpack(await self._send(name, args, kwargs, self._expect(), False))
         except ray.exceptions.RayTaskError as exc:
@@ -510,7 +562,10 @@ class RemoteRuntime:
             raise
         except _lost_errors() as exc:
             inc, result = await asyncio.to_thread(self._after_loss, name, call, args, kwargs, exc)
-        self._answered(name, call, inc, args)
+        finally:
+            if changing:
+                self._done()
+        self._answered(name, call, inc, args, mark)
         return result
 
     def _after_loss(
@@ -791,9 +846,10 @@ class RemoteSessions:
     ) -> SessionInfo:
         """Save ``states`` with the runtime's (as ``runtime_as``); acknowledges the agent's."""
         h = self._handle
+        mark = h._change_mark()
         info: SessionInfo = h._session_op("session_put", session_id, states, runtime_as)
         if session_id == h.session_id:
-            h._saved()
+            h._saved(mark)
         return info
 
     def exists(self, session_id: str) -> bool:

@@ -53,6 +53,10 @@ _OWN_ACTOR_OPTIONS: Final = {
     "get_if_exists": "connect always gets the agent's actor, or creates it",
     "max_restarts": "pass max_restarts= to RemoteRuntime.connect",
     "max_task_retries": "the handle decides which calls are sent again after a failover",
+    "max_concurrency": "an agent's calls run one at a time, in order (an idle release "
+    "runs between calls)",
+    "concurrency_groups": "the actor's event polls have their own group; its calls run one "
+    "at a time",
 }
 
 

@@ -1,0 +1,150 @@
+"""What a returned call acknowledges through a handle, in this process (no Ray).
+
+The hosting actor's class runs here (``MemoryHost``; building a second one on
+the same spec is Ray's restart) and, for the handle's bookkeeping, a stand-in
+for the Ray actor handle that runs each call in the host as it arrives and
+lets the test hold back the moment its answer reaches the caller.  Real
+PostgreSQL (the suite's).  Found by a hostile test of the second round.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from actormem.cluster import AgentRestartedError, ClusterConfigError
+from actormem.cluster._handle import RemoteRuntime
+from actormem.cluster._host import MemoryHost
+from actormem.cluster._spec import AgentSpec, check_actor_options, make_spec
+from actormem.cluster._wire import unpack
+from actormem.messages import Msg
+from actormem.models.embedders import HashEmbedder
+from actormem.recorder import RecorderConfig
+from actormem.store import Namespace
+from tests._postgres import pg_url
+
+ALICE = Namespace(user_id="alice", agent_id="helper")
+
+
+@pytest.fixture
+def url(pg_dsn: str) -> str:
+    return pg_url(pg_dsn)
+
+
+def spec(url: str, *, write_through: bool = False) -> AgentSpec:
+    options = {"embedder": HashEmbedder(32), "recorder": RecorderConfig(batch_seconds=0.05)}
+    return make_spec("acks", ALICE, url, url, write_through, options)
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[MemoryHost]]:
+    made: list[MemoryHost] = []
+    yield made
+    for h in made:
+        h._rt.close()
+
+
+def fleeting(h: MemoryHost) -> Any:
+    return h.call("fleeting_get", (None,), {}, None, False)[1]
+
+
+@pytest.mark.parametrize("hook", ["on_turn_end", "on_session_end"])
+def test_with_write_through_a_returned_hook_survives_a_restart(
+    url: str, hosts: list[MemoryHost], hook: str
+) -> None:
+    first = MemoryHost(spec(url, write_through=True))
+    hosts.append(first)
+    first.call("fleeting_set", ({"plan": "step 1"},), {}, None, False)
+    first.call(hook, (), {}, None, False)  # clears the scratchpad, and returned
+    assert not fleeting(first)
+    again = MemoryHost(spec(url, write_through=True))  # the node died right after
+    hosts.append(again)
+    assert not fleeting(again)  # the cleared scratchpad, not the one before the hook
+
+
+class _Answer:
+    """What ``.remote()`` returns: the host's answer, released to the caller at ``gate``."""
+
+    def __init__(self, value: bytes, gate: threading.Event | None) -> None:
+        self.value, self.gate = value, gate
+
+
+class _StandIn:
+    """A Ray actor handle's stand-in: every call runs in ``host`` as it is sent."""
+
+    def __init__(self, host: MemoryHost, hold: dict[str, threading.Event]) -> None:
+        self.host, self.hold = host, hold
+        self.ran: dict[str, threading.Event] = {}
+
+    def __getattr__(self, method: str) -> Any:
+        stand_in = self
+
+        class _Method:
+            @staticmethod
+            def remote(*args: Any) -> _Answer:
+                value = getattr(stand_in.host, method)(*args)
+                name = unpack(args[0])[0] if method == "call_packed" else method
+                stand_in.ran.setdefault(name, threading.Event()).set()
+                return _Answer(value, stand_in.hold.get(name))
+
+        return _Method()
+
+
+def _get(self: RemoteRuntime, ref: _Answer) -> Any:
+    if ref.gate is not None:
+        assert ref.gate.wait(60)
+    return ref.value
+
+
+def test_a_flush_answered_after_an_add_that_ran_after_it_acknowledges_nothing(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sp = spec(url)
+    host = MemoryHost(sp)
+    hosts.append(host)
+    monkeypatch.setattr(RemoteRuntime, "_get", _get)
+    answer_flush = threading.Event()
+    actor = _StandIn(host, {"flush": answer_flush})
+    connect = {"failover_timeout": 5.0, "max_restarts": -1, "actor_options": {}}
+    h = RemoteRuntime(actor, sp, host.describe(sp), connect)
+    h.add(Msg.user("acknowledged by the flush"))
+    flusher = threading.Thread(target=h.flush)
+    flusher.start()
+    actor.ran.setdefault("flush", threading.Event())
+    assert actor.ran["flush"].wait(60)  # the flush ran in the actor; its answer is held
+    h.add(Msg.user("added after the flush ran"))  # another thread's add, answered first
+    answer_flush.set()
+    flusher.join(60)
+    assert not flusher.is_alive()
+    assert not h.acknowledged  # the flush did not cover the add
+    # the node dies: the restarted agent has only what the flush saved, and says so
+    again = MemoryHost(sp)
+    hosts.append(again)
+    h._actor = _StandIn(again, {})
+    with pytest.raises(AgentRestartedError):
+        h.messages()
+    assert [m.text for m in h.messages()] == ["acknowledged by the flush"]
+
+
+def test_a_quiet_flush_acknowledges_everything_before_it(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sp = spec(url)
+    host = MemoryHost(sp)
+    hosts.append(host)
+    monkeypatch.setattr(RemoteRuntime, "_get", _get)
+    connect = {"failover_timeout": 5.0, "max_restarts": -1, "actor_options": {}}
+    h = RemoteRuntime(_StandIn(host, {}), sp, host.describe(sp), connect)
+    h.add(Msg.user("one"))
+    assert not h.acknowledged
+    h.flush()
+    assert h.acknowledged
+
+
+@pytest.mark.parametrize("option", ["max_concurrency", "concurrency_groups"])
+def test_options_that_would_run_an_agents_calls_at_once_are_refused(option: str) -> None:
+    with pytest.raises(ClusterConfigError, match=option):
+        check_actor_options({option: 4})
