@@ -8,9 +8,11 @@ here imports Ray.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Mapping
+import pickle
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -123,6 +125,29 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
         return (self.namespace.key(), self.session_id)
 
 
+def _check_sendable(name: str, value: Any) -> None:
+    """Refuse an option that cannot travel to the actor's process, naming it.
+
+    Ray would fail later with its own error, which prints the whole spec --
+    the store's DSN and its password included -- and names no option.
+    Pickled as Ray does (its cloudpickle; the standard pickle without Ray).
+    """
+    dumps: Callable[[Any], bytes] = pickle.dumps
+    with contextlib.suppress(ImportError):  # the cluster package runs with Ray
+        from ray import cloudpickle
+
+        dumps = cloudpickle.dumps
+    try:
+        dumps(value)
+    except Exception as exc:
+        why = (str(exc).splitlines() or [""])[0][:200]
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect({name}=...) cannot be sent to the agent's actor: a "
+            f"{type(value).__name__} does not pickle ({type(exc).__name__}: {why}); pass an "
+            "object that pickles (no open locks, sockets or clients), made again in the actor"
+        ) from None
+
+
 def make_spec(
     session_id: str,
     namespace: Namespace | None,
@@ -162,6 +187,8 @@ def make_spec(
                 f"RemoteRuntime.connect({what}=...) must be a postgresql:// URL or a path: "
                 f"a {type(value).__name__} object cannot move to the actor's process"
             )
+    for name, value in options.items():
+        _check_sendable(name, value)
     ns = namespace if namespace is not None else Namespace(user_id="default", agent_id="agent")
     if not isinstance(ns, Namespace):
         raise ClusterConfigError(

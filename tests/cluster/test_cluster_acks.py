@@ -148,3 +148,19 @@ def test_a_quiet_flush_acknowledges_everything_before_it(
 def test_options_that_would_run_an_agents_calls_at_once_are_refused(option: str) -> None:
     with pytest.raises(ClusterConfigError, match=option):
         check_actor_options({option: 4})
+
+
+class _Client:
+    """An embedder-like client holding a lock, as the shipped HTTP clients do."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+def test_an_option_that_cannot_travel_is_refused_by_name_without_the_dsn() -> None:
+    dsn = "postgresql://alice:S3cretPW@db.example/mem"
+    with pytest.raises(ClusterConfigError) as err:
+        make_spec("s1", ALICE, dsn, dsn, False, {"embedder": _Client()})
+    text = str(err.value)
+    assert "embedder=" in text and "_Client" in text and "pickle" in text
+    assert "S3cretPW" not in text and dsn not in text
