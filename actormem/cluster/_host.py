@@ -611,8 +611,7 @@ class MemoryHost:
         if self._buffer.connected():  # a subscriber is listening: the agent stays
             return False
         self._rt.flush()
-        self._released = [*self._released, self.incarnation][-_KEEP_RELEASED:]
-        self._extras[OWNER] = {**self._extras[OWNER], "released": self._released}
+        self._mark_released()
         self._save()
         log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)
         self._close()
@@ -620,6 +619,14 @@ class MemoryHost:
 
         ray.actor.exit_actor()  # type: ignore[no-untyped-call]
         return True  # not reached: exit_actor raises
+
+    def _mark_released(self) -> None:
+        """Record in the session that this incarnation ended with everything saved
+        (an idle release or a stop: both run between calls), so a handle with changes
+        on it lost nothing and the next incarnation accepts it."""
+        self._released = [*self._released, self.incarnation][-_KEEP_RELEASED:]
+        if OWNER in self._extras:  # an agent with a session (the record goes with it)
+            self._extras[OWNER] = {**self._extras[OWNER], "released": self._released}
 
     def _close(self, timeout: float | None = 120) -> None:
         self._closed = True
@@ -629,6 +636,7 @@ class MemoryHost:
     def shutdown(self, timeout: float | None = 120) -> str:
         """Flush, save the session and close the runtime; answer where it was saved."""
         self._rt.flush(timeout)
+        self._mark_released()
         where = self._save()
         self._close(timeout)
         return where

@@ -164,3 +164,22 @@ def test_an_option_that_cannot_travel_is_refused_by_name_without_the_dsn() -> No
     text = str(err.value)
     assert "embedder=" in text and "_Client" in text and "pickle" in text
     assert "S3cretPW" not in text and dsn not in text
+
+
+def test_after_another_handles_stop_saved_everything_a_handle_with_changes_goes_on(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    first = MemoryHost(spec(url))
+    hosts.append(first)
+    was = first.incarnation
+    first.call("add", (Msg.user("from a handle that did not flush"),), {}, None, False)
+    first.shutdown()  # another handle's stop(): flushes and saves everything first
+    again = MemoryHost(spec(url))  # the next call of any handle re-creates the agent
+    hosts.append(again)
+    # the handle's changes were on the stopped incarnation: nothing of them is lost,
+    # so its next call is answered, not refused with AgentRestartedError
+    again.call("add", (Msg.user("and it goes on"),), {}, was, False)
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == [
+        "from a handle that did not flush",
+        "and it goes on",
+    ]
