@@ -348,6 +348,8 @@ class MemoryHost:
             target = args[0] if args else kwargs.get("session_id")
             if isinstance(target, str):
                 self._check_owned_if_stored(target)
+                if target == self._spec.session_id:
+                    self._fence_own()
         if name in HOST_CALLS:
             return self.incarnation, self._fleeting(name, args)
         if retry and name in ("add", "add_many"):
@@ -425,6 +427,18 @@ class MemoryHost:
             f"the agent {sid!r} could not save its session: another writer saved it "
             f"{_CONFLICT_TRIES} times in a row"
         )
+
+    def _fence_own(self) -> None:
+        """Before this incarnation loads its own session again: when a newer one has
+        taken the session over, this one is stale -- it ends instead of taking the
+        session back (its next save would stamp the older epoch over the newer)."""
+        storage = self._rt.session
+        sid = self._spec.session_id
+        if storage is None or not storage.exists(sid):
+            return
+        newer = _epoch_of(self._owner_of(sid, storage.read(sid)))
+        if newer > self._epoch:
+            self._supersede(newer)
 
     def _supersede(self, newer: int) -> None:
         """A newer incarnation took the session over: refuse, end this one (never save again)."""

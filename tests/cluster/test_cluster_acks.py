@@ -183,3 +183,26 @@ def test_after_another_handles_stop_saved_everything_a_handle_with_changes_goes_
         "from a handle that did not flush",
         "and it goes on",
     ]
+
+
+def test_a_stale_incarnation_cannot_take_its_session_back_with_load_session(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = MemoryHost(spec(url))
+    hosts.append(old)
+    old.call("add", (Msg.user("one"),), {}, None, False)
+    old.call("flush", (), {}, None, False)
+    new = MemoryHost(spec(url))  # Ray restarted the agent elsewhere; the old node is cut off
+    hosts.append(new)
+    new.call("add", (Msg.user("acknowledged by the new incarnation"),), {}, None, False)
+    new.call("flush", (), {}, None, False)
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("load_session", ("acks",), {}, None, False)
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("flush", (), {}, None, False)
+    again = MemoryHost(spec(url))  # the new incarnation's node dies too
+    hosts.append(again)
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == [
+        "one",
+        "acknowledged by the new incarnation",
+    ]
