@@ -465,9 +465,16 @@ class MemoryHost:
         Raises:
             ClusterConfigError: another namespace's agent owns ``session_id``.
         """
-        self._check_owned_if_stored(session_id)
+        storage = self._rt.session
+        owner: dict[str, Any] = {"namespace": self._mine()}
+        if storage.exists(session_id):
+            kept = self._owner_of(session_id, storage.read(session_id))
+            if kept is not None:
+                # the agent of that id keeps its epoch and released incarnations: without
+                # them a cut-off older incarnation of it would pass the fencing check
+                owner = {**kept, "namespace": self._mine()}
         t0 = time.perf_counter()
-        info = self._rt.session.put(session_id, {**states, OWNER: {"namespace": self._mine()}})
+        info = storage.put(session_id, {**states, OWNER: owner})
         self._rt.bus.publish(
             SessionSaved(
                 source=RUNTIME,

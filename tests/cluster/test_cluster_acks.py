@@ -206,3 +206,27 @@ def test_a_stale_incarnation_cannot_take_its_session_back_with_load_session(
         "one",
         "acknowledged by the new incarnation",
     ]
+
+
+def test_another_agent_saving_over_a_session_keeps_its_fencing(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = MemoryHost(spec(url))
+    hosts.append(old)
+    old.call("add", (Msg.user("one"),), {}, None, False)
+    old.call("flush", (), {}, None, False)
+    new = MemoryHost(spec(url))  # the restart; the old incarnation is cut off, still running
+    hosts.append(new)
+    new.call("add", (Msg.user("acknowledged by the new incarnation"),), {}, None, False)
+    new.call("flush", (), {}, None, False)
+    other = MemoryHost(make_spec("other", ALICE, url, url, False, {"embedder": HashEmbedder(32)}))
+    hosts.append(other)
+    other.call("load_session", ("acks",), {}, None, False)
+    other.call("save_session", ("acks",), {}, None, False)  # same namespace: allowed
+    old.call("add", (Msg.user("stale"),), {}, None, False)
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("flush", (), {}, None, False)
+    again = MemoryHost(spec(url))
+    hosts.append(again)
+    texts = [m.text for m in again.call("messages", (), {}, None, False)[1]]
+    assert texts == ["one", "acknowledged by the new incarnation"]
