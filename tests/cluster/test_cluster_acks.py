@@ -185,40 +185,41 @@ def test_after_another_handles_stop_saved_everything_a_handle_with_changes_goes_
     ]
 
 
-def test_a_stale_incarnation_cannot_take_its_session_back_with_load_session(
-    url: str, hosts: list[MemoryHost]
-) -> None:
+#: What the current incarnation restores after :func:`_cut_off`, and must keep restoring.
+ACKED = ["one", "acknowledged by the new incarnation"]
+
+
+def _cut_off(url: str, hosts: list[MemoryHost]) -> MemoryHost:
+    """An agent that flushed, then was restarted elsewhere while its old node was cut off
+    (still running); the new incarnation flushed too.  Returns the old one."""
     old = MemoryHost(spec(url))
     hosts.append(old)
     old.call("add", (Msg.user("one"),), {}, None, False)
     old.call("flush", (), {}, None, False)
-    new = MemoryHost(spec(url))  # Ray restarted the agent elsewhere; the old node is cut off
+    new = MemoryHost(spec(url))
     hosts.append(new)
     new.call("add", (Msg.user("acknowledged by the new incarnation"),), {}, None, False)
     new.call("flush", (), {}, None, False)
+    return old
+
+
+def test_a_stale_incarnation_cannot_take_its_session_back_with_load_session(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts)
     with pytest.raises(AgentRestartedError, match="superseded"):
         old.call("load_session", ("acks",), {}, None, False)
     with pytest.raises(AgentRestartedError, match="superseded"):
         old.call("flush", (), {}, None, False)
     again = MemoryHost(spec(url))  # the new incarnation's node dies too
     hosts.append(again)
-    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == [
-        "one",
-        "acknowledged by the new incarnation",
-    ]
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
 
 
 def test_another_agent_saving_over_a_session_keeps_its_fencing(
     url: str, hosts: list[MemoryHost]
 ) -> None:
-    old = MemoryHost(spec(url))
-    hosts.append(old)
-    old.call("add", (Msg.user("one"),), {}, None, False)
-    old.call("flush", (), {}, None, False)
-    new = MemoryHost(spec(url))  # the restart; the old incarnation is cut off, still running
-    hosts.append(new)
-    new.call("add", (Msg.user("acknowledged by the new incarnation"),), {}, None, False)
-    new.call("flush", (), {}, None, False)
+    old = _cut_off(url, hosts)
     other = MemoryHost(make_spec("other", ALICE, url, url, False, {"embedder": HashEmbedder(32)}))
     hosts.append(other)
     other.call("load_session", ("acks",), {}, None, False)
@@ -228,5 +229,4 @@ def test_another_agent_saving_over_a_session_keeps_its_fencing(
         old.call("flush", (), {}, None, False)
     again = MemoryHost(spec(url))
     hosts.append(again)
-    texts = [m.text for m in again.call("messages", (), {}, None, False)[1]]
-    assert texts == ["one", "acknowledged by the new incarnation"]
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
