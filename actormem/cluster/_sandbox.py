@@ -63,7 +63,10 @@ NODE: Final[dict[str, Any]] = {
 
 
 def _unshare() -> list[str]:
-    cmd = [_tool("unshare") or "unshare", "--net", "--pid", "--fork", "--mount-proc"]
+    # --kill-child: when unshare is killed (a timeout), its child -- the namespace's
+    # first process -- dies with it, and so does every process in the namespace
+    unshare = _tool("unshare") or "unshare"
+    cmd = [unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
     if os.geteuid() != 0:  # an unprivileged user makes a user namespace to hold the others
         cmd[1:1] = ["--user", "--map-root-user"]
     return cmd

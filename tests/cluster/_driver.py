@@ -270,7 +270,7 @@ def main(pg: str, out: str, tmp: str) -> None:
         except Exception as exc:  # recorded, asserted on by the test
             answers.append({"type": type(exc).__name__, "message": str(exc)})
 
-    reader = threading.Thread(target=read_in_flight)
+    reader = threading.Thread(target=read_in_flight, daemon=True)  # never keeps the driver alive
     reader.start()
     started = threading.Event()
 
