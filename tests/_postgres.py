@@ -12,6 +12,7 @@ dropped after the test, so tests never see each other's rows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -38,11 +39,19 @@ def pg_server_dsn() -> Iterator[str]:
     if env:
         yield env
         return
+    with private_server("amp") as uri:
+        yield uri
+
+
+@contextlib.contextmanager
+def private_server(prefix: str) -> Iterator[str]:
+    """Start a PostgreSQL server of the suite's own (pgserver) in a new folder under /tmp,
+    reached through its unix socket; stop it and remove the folder after."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR is not set
         import pgserver
     # Unix socket paths are limited to ~107 bytes: keep the folder short.
-    folder = tempfile.mkdtemp(prefix="amp", dir="/tmp")
+    folder = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     server: Any = pgserver.get_server(folder, cleanup_mode="stop")
     try:
         yield server.get_uri()

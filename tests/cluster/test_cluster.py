@@ -20,9 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from typing import Any
 import pytest
 
 from actormem.cluster._sandbox import SKIP_ENV, isolation_problem, ray_tmpdir, run_isolated
-from tests._postgres import _with_dbname, pg_url
+from tests._postgres import _with_dbname, pg_url, private_server
 
 DRIVER = Path(__file__).with_name("_driver.py")
 _HOW = (
@@ -52,15 +50,8 @@ def socket_server_dsn(pg_server_dsn: str) -> Iterator[str]:
     if _unix_socket(pg_server_dsn):
         yield pg_server_dsn
         return
-    import pgserver
-
-    folder = tempfile.mkdtemp(prefix="amc", dir="/tmp")
-    server: Any = pgserver.get_server(folder, cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)
+    with private_server("amc") as uri:
+        yield uri
 
 
 @pytest.fixture(scope="module")

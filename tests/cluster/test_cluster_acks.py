@@ -99,17 +99,26 @@ def _get(self: RemoteRuntime, ref: _Answer) -> Any:
     return ref.value
 
 
-def test_a_flush_answered_after_an_add_that_ran_after_it_acknowledges_nothing(
-    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _handle(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch, actor_of: Any
+) -> tuple[AgentSpec, RemoteRuntime, Any]:
+    """A handle on a host in this process, reached through ``actor_of(host)``."""
     sp = spec(url)
     host = MemoryHost(sp)
     hosts.append(host)
     monkeypatch.setattr(RemoteRuntime, "_get", _get)
-    answer_flush = threading.Event()
-    actor = _StandIn(host, {"flush": answer_flush})
+    actor = actor_of(host)
     connect = {"failover_timeout": 5.0, "max_restarts": -1, "actor_options": {}}
-    h = RemoteRuntime(actor, sp, host.describe(sp), connect)
+    return sp, RemoteRuntime(actor, sp, host.describe(sp), connect), actor
+
+
+def test_a_flush_answered_after_an_add_that_ran_after_it_acknowledges_nothing(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer_flush = threading.Event()
+    sp, h, actor = _handle(
+        url, hosts, monkeypatch, lambda host: _StandIn(host, {"flush": answer_flush})
+    )
     h.add(Msg.user("acknowledged by the flush"))
     flusher = threading.Thread(target=h.flush)
     flusher.start()
@@ -132,12 +141,7 @@ def test_a_flush_answered_after_an_add_that_ran_after_it_acknowledges_nothing(
 def test_a_quiet_flush_acknowledges_everything_before_it(
     url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sp = spec(url)
-    host = MemoryHost(sp)
-    hosts.append(host)
-    monkeypatch.setattr(RemoteRuntime, "_get", _get)
-    connect = {"failover_timeout": 5.0, "max_restarts": -1, "actor_options": {}}
-    h = RemoteRuntime(_StandIn(host, {}), sp, host.describe(sp), connect)
+    _, h, _ = _handle(url, hosts, monkeypatch, lambda host: _StandIn(host, {}))
     h.add(Msg.user("one"))
     assert not h.acknowledged
     h.flush()
