@@ -42,7 +42,8 @@ from actormem.models.embedders import WordLlamaEmbedder
 from actormem.store import Namespace, NewMemory
 from actormem.store._postgres import PostgresStore
 from actormem.store._tokenize import tokenize
-from benchmarks._common import print_table, summary, write_results
+from benchmarks._backends import _solo_adds
+from benchmarks._common import print_table, write_results
 from benchmarks._pg import drop_database, fresh_database, postgres_server
 from benchmarks.bench_store import LookupEmbedder, _latency, _queries, corpus
 
@@ -53,20 +54,8 @@ BATCHED = Namespace(user_id="batch", agent_id="bench")
 
 
 def _adds(store: PostgresStore, texts: list[str]) -> dict[str, float]:
-    times = []
-    t0 = time.perf_counter()
-    for text in texts:
-        t1 = time.perf_counter()
-        store.add(SOLO, text)
-        times.append((time.perf_counter() - t1) * 1000)
-    secs = time.perf_counter() - t0
-    s = summary(times)
-    return {
-        "adds_per_s": round(len(texts) / secs, 1),
-        "p50_ms": round(s["p50"], 3),
-        "p99_ms": round(s["p99"], 3),
-        "load_1m": round(os.getloadavg()[0], 2),
-    }
+    """One ``add`` at a time into ``SOLO`` (``_backends``' measurement), with the load."""
+    return {**_solo_adds(store, texts), "load_1m": round(os.getloadavg()[0], 2)}
 
 
 def _groups(store: PostgresStore, ns: Namespace, queries: list[str]) -> dict[str, float]:
