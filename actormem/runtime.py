@@ -50,7 +50,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import pykka
@@ -124,6 +124,9 @@ if TYPE_CHECKING:
     from actormem.ui import UIConfig, UIServer
 
 __all__ = ["DEFAULT_NAMESPACE", "LONG_TERM_FILE", "RUNTIME", "ActorStateModule", "MemoryRuntime"]
+
+#: Key of the runtime's state that records the namespace its long-term memory used.
+STATE_NAMESPACE: Final = "namespace"
 
 log = structlog.get_logger(__name__)
 
@@ -636,10 +639,21 @@ class MemoryRuntime(
     def _supervisors(self) -> list[Supervisor]:
         return [s for s in (self._stm, self._compressor, self._recorder) if s is not None]
 
+    def state_dict(self) -> dict[str, Any]:
+        """The runtime's state; with long-term memory, also the namespace it used
+        (``namespace``: its four key fields), so whoever loads the session can tell
+        whose agent it was (a cluster agent of another namespace refuses it)."""
+        out = super().state_dict()
+        if self._mode is not None:
+            out[STATE_NAMESPACE] = list(self._namespace.key())
+        return out
+
     def _check_keys(self, keys: Any, strict: bool) -> None:
         # Components this runtime does not run (a compressor's state in a session
         # loaded without one) are ignored; its own must be present when strict.
-        known = {SHORT_TERM, AUTOCONTEXT, "fleeting", "journal"}
+        # The recorded namespace is information, not state: loading never changes
+        # the runtime's own (sessions saved before it was recorded load as before).
+        known = {SHORT_TERM, AUTOCONTEXT, "fleeting", "journal", STATE_NAMESPACE}
         unexpected = set(keys) - known
         missing = {SHORT_TERM} - set(keys) if strict else set()
         if unexpected or missing:

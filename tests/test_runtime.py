@@ -25,6 +25,7 @@ from actormem import (
 )
 from actormem.actors.short_term import ShortTermMemoryActor
 from actormem.events import ReplaceMessages
+from actormem.store import Namespace
 
 
 def wait_for(pred: Any, timeout: float = 60.0) -> None:
@@ -306,6 +307,23 @@ def test_session_save_and_restore(tmp_path: Path) -> None:
         assert [e.found for e in loaded if isinstance(e, SessionLoaded)] == [True, False]
         rt2.add(Msg.user("after restore"))
         assert rt2.size() == 4
+
+
+def test_a_session_records_the_namespace_and_loads_without_it(tmp_path: Path) -> None:
+    """The runtime's state names the namespace its long-term memory used (a cluster
+    agent of another namespace refuses such a session); a session saved before it was
+    recorded, or by a runtime without long-term memory, loads as before."""
+    ada = Namespace(user_id="ada", agent_id="helper")
+    with MemoryRuntime(session_dir=tmp_path, store=tmp_path / "m.duckdb", namespace=ada) as rt:
+        rt.add(Msg.user("hi"))
+        state = rt.state_dict()
+        assert state["namespace"] == ["ada", "helper", "", ""]
+        old = {k: v for k, v in state.items() if k != "namespace"}
+        rt.load_state_dict(old, strict=True)  # as saved before the record existed
+        rt.load_state_dict(state, strict=True)
+        assert rt.namespace == ada and [m.text for m in rt.messages()] == ["hi"]
+    with MemoryRuntime(session_dir=tmp_path) as short_only:
+        assert "namespace" not in short_only.state_dict()
 
 
 def test_bad_session_leaves_runtime_untouched(tmp_path: Path) -> None:

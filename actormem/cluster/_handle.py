@@ -157,6 +157,7 @@ class RemoteRuntime:
         max_restarts: int = -1,
         failover_timeout: float = 120.0,
         actor_options: Mapping[str, Any] | None = None,
+        adopt_session: bool = False,
         **options: Any,
     ) -> RemoteRuntime:
         """Reach the agent's actor, creating it (restored from its session) if needed.
@@ -178,12 +179,25 @@ class RemoteRuntime:
                 everything and exits (its memory freed); the next call of any
                 handle creates it again from its session.  None: never.
                 The settings of the caller that created the actor apply.
-            max_restarts: Ray restarts of the actor (-1: no limit).
-            failover_timeout: how long a call waits for a restarted actor.
+            max_restarts: Ray restarts of the actor (-1: no limit); a setting
+                of the agent, as ``write_through`` (a second connect must ask
+                for the same).
+            failover_timeout: how long this handle's calls wait for a
+                restarted actor (the handle's own: each handle may wait
+                another time).
             actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
                 ``scheduling_strategy``, ``resources``, ...); not those the
                 handle sets (``name``, ``namespace``, ``lifetime``,
-                ``get_if_exists``, ``max_restarts``, ``max_task_retries``).
+                ``get_if_exists``, ``max_restarts``, ``max_task_retries``,
+                ``max_concurrency``, ``concurrency_groups``).  Ray checks
+                each value here (a negative ``num_cpus`` is refused by name).
+                Those of the caller that creates the actor apply.
+            adopt_session: take over the agent's own session even when it was
+                written outside the cluster (by a local ``MemoryRuntime``)
+                without recording whose it is: a runtime without long-term
+                memory, or one saved before runtimes recorded their namespace.
+                A session whose runtime state records this namespace is taken
+                over without it; one recording another namespace never is.
             **options: the other ``MemoryRuntime`` arguments (``autocontext``,
                 ``model``, ``recorder``, ``embedder``, ``long_term``, ...);
                 they must be picklable.
@@ -212,7 +226,15 @@ class RemoteRuntime:
                 f"got {failover_timeout!r}"
             )
         spec = make_spec(
-            session_id, namespace, store, sessions, write_through, options, idle_release
+            session_id,
+            namespace,
+            store,
+            sessions,
+            write_through,
+            options,
+            idle_release,
+            max_restarts=max_restarts,
+            adopt_session=adopt_session,
         )
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         check_backends(spec, nodes)

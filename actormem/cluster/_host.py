@@ -83,12 +83,13 @@ from actormem.cluster._spec import (
 from actormem.cluster._wire import pack, unpack
 from actormem.events import SessionSaved
 from actormem.messages import Msg
-from actormem.runtime import RUNTIME, MemoryRuntime
+from actormem.runtime import RUNTIME, STATE_NAMESPACE, MemoryRuntime
 from actormem.session import (
     JsonSession,
     SessionConflictError,
     SessionError,
     SessionInfo,
+    validate_session_id,
 )
 
 __all__ = ["MemoryHost"]
@@ -182,7 +183,7 @@ class MemoryHost:
                 self._owned(sid)  # never load another namespace's state, even for a moment
             found = self._rt.load_session(sid)  # remembers the version the take-over checks
             stored = storage.read(sid) if found else {}
-            owner = self._owner_of(sid, stored)
+            owner = self._owner_of(sid, stored) if found else None
             released = owner.get("released", []) if owner else []
             self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
             self._epoch = _epoch_of(owner) + 1
@@ -203,14 +204,26 @@ class MemoryHost:
         )
 
     def _owner_of(self, session_id: str, stored: dict[str, Any]) -> dict[str, Any] | None:
-        """The stored session's owner record (None: written outside the cluster).
+        """The stored session's owner record (None: written outside the cluster, and
+        this namespace's: see :meth:`_adoptable`).
 
         Raises:
-            ClusterConfigError: another namespace's agent owns it.
+            ClusterConfigError: another namespace's agent owns it, or it was
+                written outside the cluster and is not known to be this
+                namespace's (the message never names whose it is).
         """
         owner = stored.get(OWNER)
         if not isinstance(owner, dict):
-            return None
+            if self._adoptable(session_id, stored):
+                return None
+            raise ClusterConfigError(
+                f"session {session_id!r} was written outside the cluster and is not known to "
+                f"be {self._spec.namespace.key()!r}'s: an agent takes over a session a local "
+                "MemoryRuntime saved only when its runtime state records this namespace (a "
+                "runtime with long-term memory records it), or, for the agent's own session "
+                "id, when connected with adopt_session=True; it neither reads nor writes "
+                "another namespace's sessions"
+            )
         if owner.get("namespace") != self._mine():
             raise ClusterConfigError(
                 f"session {session_id!r} belongs to another namespace's agent, not to "
@@ -218,6 +231,36 @@ class MemoryHost:
                 "neither reads nor writes another namespace's sessions"
             )
         return owner
+
+    def _adoptable(self, session_id: str, stored: dict[str, Any]) -> bool:
+        """Whether a session written outside the cluster (no owner) is this namespace's.
+
+        It is when its runtime state records this namespace (a local runtime
+        with long-term memory records the namespace it used); one recording
+        another namespace never is.  One that records none (no long-term
+        memory, or saved before runtimes recorded it) is taken over only as
+        the agent's own session, and only when the caller opted in
+        (``adopt_session=True``: a user moving their own local agent).
+        """
+        state = stored.get(RUNTIME)
+        recorded = state.get(STATE_NAMESPACE) if isinstance(state, dict) else None
+        if recorded is not None:
+            return bool(recorded == self._mine())
+        return session_id == self._spec.session_id and self._spec.adopt_session
+
+    def _visible(self, session_id: str) -> bool:
+        """Whether the session is stored and this namespace's: a session this agent
+        may not read is, to its reads, absent (its owner is never revealed)."""
+        storage = self._rt.session
+        if not storage.exists(session_id):
+            return False
+        try:
+            self._owner_of(session_id, storage.read(session_id))
+        except ClusterConfigError:
+            return False
+        except SessionError:  # deleted or damaged since: the caller's own read says which
+            return True
+        return True
 
     def _owned(self, session_id: str) -> dict[str, Any]:
         """The stored session, if no other namespace's agent owns it.
@@ -228,10 +271,6 @@ class MemoryHost:
         stored = self._rt.session.read(session_id)
         self._owner_of(session_id, stored)
         return stored
-
-    def _check_owned_if_stored(self, session_id: str) -> None:
-        if self._rt.session.exists(session_id):
-            self._owned(session_id)
 
     # -- what the handle asks ---------------------------------------------------------
 
@@ -347,7 +386,9 @@ class MemoryHost:
         if name == "load_session":
             target = args[0] if args else kwargs.get("session_id")
             if isinstance(target, str):
-                self._check_owned_if_stored(target)
+                if not self._visible(target):  # absent, or not this namespace's: as absent
+                    validate_session_id(target)
+                    return self.incarnation, False
                 if target == self._spec.session_id:
                     self._fence_own()
         if name in HOST_CALLS:
@@ -534,7 +575,13 @@ class MemoryHost:
         self._last_call = time.monotonic()
         self._check_expect(expect, "load_session")
         storage = self._rt.session
-        self._check_owned_if_stored(session_id)
+        if storage.exists(session_id) and not self._visible(session_id):
+            # another namespace's: loaded as if it were absent (never its owner, nor its state)
+            if not allow_missing:
+                raise SessionError(
+                    f"session {session_id!r} not found ({storage.location(session_id)})"
+                )
+            return self.incarnation, (False, {})
         found = storage.load(
             session_id, {runtime_as: self._rt}, strict=strict, allow_missing=allow_missing
         )
@@ -552,24 +599,33 @@ class MemoryHost:
     def session_call(self, name: str, args: tuple[Any, ...]) -> Any:
         """``location``, ``exists``, ``read``, ``list`` or ``delete`` of the session storage.
 
-        Only this namespace's sessions: one another namespace's agent owns is
-        refused (:class:`ClusterConfigError`), and ``list`` names only the
-        sessions this namespace's agents wrote.
+        Only this namespace's sessions: to this agent, a session it may not
+        read (another namespace's, or written outside the cluster and not
+        known to be this namespace's) is absent -- ``exists`` and ``delete``
+        answer False, ``read`` raises the storage's "not found"
+        :class:`SessionError` -- so its owner, and that it is stored, are
+        never revealed; ``list`` names only this namespace's sessions.
+        (A save over such a session is refused: :meth:`_put_other`.)
         """
         if name not in ("location", "exists", "read", "list", "delete"):
             raise AttributeError(f"{name!r} is not a session storage call")
         storage = self._rt.session
         if name == "list":
             return [info for info in storage.list() if self._is_mine(info.session_id)]
-        self._check_owned_if_stored(args[0])
-        return getattr(storage, name)(*args)
+        sid = validate_session_id(args[0])
+        if name == "location" or self._visible(sid):
+            return getattr(storage, name)(sid)
+        if name == "read":
+            raise SessionError(f"session {sid!r} not found ({storage.location(sid)})")
+        return False
 
     def _is_mine(self, session_id: str) -> bool:
         try:
-            owner = self._rt.session.read(session_id).get(OWNER)
-        except SessionError:  # gone since the listing, or unreadable: not listed
+            stored = self._rt.session.read(session_id)
+            self._owner_of(session_id, stored)
+        except (SessionError, ClusterConfigError):  # gone or unreadable, or not this namespace's
             return False
-        return isinstance(owner, dict) and owner.get("namespace") == self._mine()
+        return True
 
     def where(self) -> dict[str, Any]:
         """The node, process and its resident memory hosting the agent (placement, costs)."""

@@ -3,7 +3,9 @@
 Kept apart from the Ray code so the checks (a DuckDB path or a session
 folder refused on a multi-node cluster, the actor's name, the options a
 runtime may be built with) read, and are tested, on their own.  Nothing
-here imports Ray.
+here imports Ray at module level (the actor options are checked with Ray's
+own validator when Ray is there, and options are pickled with its
+cloudpickle).
 """
 
 from __future__ import annotations
@@ -110,6 +112,13 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
             the next call of any handle creates it again from the session.
             None: it stays until ``stop()``.
         options: the other ``MemoryRuntime`` keyword arguments.
+        max_restarts: Ray restarts of the actor (-1: no limit); a setting of
+            the agent (a second connect must ask for the same).
+        adopt_session: the caller's explicit permission to take over the
+            agent's own session when it was written outside the cluster and
+            does not record whose it is (a local ``MemoryRuntime`` without
+            long-term memory, or one saved before runtimes recorded their
+            namespace).  Not a setting: it only matters when the actor starts.
     """
 
     namespace: Namespace
@@ -119,6 +128,8 @@ class AgentSpec(msgspec.Struct, frozen=True, kw_only=True):
     write_through: bool = False
     idle_release: float | None = None
     options: dict[str, Any] = msgspec.field(default_factory=dict)
+    max_restarts: int = -1
+    adopt_session: bool = False
 
     def identity(self) -> tuple[tuple[str, str, str, str], str]:
         """What two callers must agree on to share the actor."""
@@ -156,15 +167,32 @@ def make_spec(
     write_through: bool,
     options: dict[str, Any],
     idle_release: float | None = None,
+    *,
+    max_restarts: int = -1,
+    adopt_session: bool = False,
 ) -> AgentSpec:
     """Check the arguments of ``RemoteRuntime.connect`` where they enter.
 
     Raises:
-        ClusterConfigError: a reserved option, or a store or session storage
-            given as an object (it cannot move to another process).
+        ClusterConfigError: a reserved option, a store or session storage
+            given as an object (it cannot move to another process), or a
+            ``max_restarts``/``adopt_session`` of the wrong type or range.
         SessionError: a bad session id.
     """
     sid = validate_session_id(session_id)
+    if (
+        not isinstance(max_restarts, int)
+        or isinstance(max_restarts, bool)
+        or not -1 <= max_restarts <= 1_000_000
+    ):
+        raise ClusterConfigError(
+            "RemoteRuntime.connect(max_restarts=...) must be -1 (no limit) or a number of "
+            f"restarts from 0, got {max_restarts!r}"
+        )
+    if not isinstance(adopt_session, bool):
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect(adopt_session=...) must be a bool, got {adopt_session!r}"
+        )
     for name, why in _RESERVED.items():
         if name in options:
             raise ClusterConfigError(f"RemoteRuntime.connect: {name}= is not an option here: {why}")
@@ -202,6 +230,8 @@ def make_spec(
         write_through=write_through,
         idle_release=None if idle_release is None else float(idle_release),
         options=dict(options),
+        max_restarts=max_restarts,
+        adopt_session=adopt_session,
     )
 
 
@@ -210,8 +240,9 @@ def check_actor_options(actor_options: object) -> dict[str, Any]:
     does not set itself.
 
     Raises:
-        ClusterConfigError: not a mapping with string keys, or an option the
-            handle sets (the message names it and says why).
+        ClusterConfigError: not a mapping with string keys, an option the
+            handle sets (the message names it and says why), or a value Ray
+            refuses (a negative ``num_cpus``...: named with Ray's reason).
     """
     if actor_options is None:
         return {}
@@ -228,7 +259,30 @@ def check_actor_options(actor_options: object) -> dict[str, Any]:
         raise ClusterConfigError(
             f"RemoteRuntime.connect(actor_options=...) may not set {', '.join(own)} ({why})"
         )
+    for name, value in actor_options.items():
+        _check_ray_option(name, value)
     return dict(actor_options)
+
+
+def _check_ray_option(name: str, value: Any) -> None:
+    """Ray's own check of one actor option, its refusal raised naming the option.
+
+    Ray refuses a bad value (``num_cpus=-1``, ``resources={"CPU": 1}``, an
+    unknown keyword) only when the actor is made, in an error that names
+    neither the call nor, for some, the option.  Without Ray (or a Ray
+    without this check) nothing is checked here: Ray still refuses it later.
+    """
+    try:
+        from ray._common.ray_option_utils import validate_actor_options
+    except ImportError:  # pragma: no cover - the cluster package runs with Ray 2.60
+        return
+    try:
+        validate_actor_options({name: value}, in_options=True)
+    except (ValueError, TypeError) as exc:
+        why = (str(exc).splitlines() or [""])[0][:300]
+        raise ClusterConfigError(
+            f"RemoteRuntime.connect(actor_options=...): {name}={value!r} is refused by Ray ({why})"
+        ) from None
 
 
 def _same(a: object, b: object, depth: int = 0) -> bool:
@@ -280,13 +334,15 @@ def differing_settings(asked: AgentSpec, running: AgentSpec) -> list[str]:
     """The settings of ``asked`` that are not those the running agent was created with.
 
     Every setting that defines the agent: the store, the session storage,
-    ``write_through``, ``idle_release`` and each ``MemoryRuntime`` option
-    (``embedder``, ``recorder``, ``autocontext``, ``model``...; objects
-    compare by type and state, so two ``HashEmbedder(64)`` are the same).
+    ``write_through``, ``idle_release``, ``max_restarts`` and each
+    ``MemoryRuntime`` option (``embedder``, ``recorder``, ``autocontext``,
+    ``model``...; objects compare by type and state, so two
+    ``HashEmbedder(64)`` are the same).  Not ``adopt_session`` (a permission
+    used when the actor starts) nor a handle's own ``failover_timeout``.
     """
     differ = [
         name
-        for name in ("store", "sessions", "write_through", "idle_release")
+        for name in ("store", "sessions", "write_through", "idle_release", "max_restarts")
         if getattr(asked, name) != getattr(running, name)
     ]
     for name in sorted(set(asked.options) | set(running.options)):

@@ -113,10 +113,9 @@ def test_another_namespace_never_starts_from_an_agents_session(
         MemoryHost(spec(url, ns=Namespace(user_id="bob", agent_id="helper")))
     bob = MemoryHost(spec(url, ns=Namespace(user_id="bob"), sid="s2"))
     hosts.append(bob)
-    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
-        bob.call("load_session", ("s1",), {}, None, False)
-    with pytest.raises(ClusterConfigError, match="belongs to another namespace's agent"):
-        bob.session_load("s1", "runtime", False, True)
+    # to bob's agent, alice's session is absent: nothing loaded, nothing of alice's said
+    assert bob.call("load_session", ("s1",), {}, None, False) == (bob.incarnation, False)
+    assert bob.session_load("s1", "runtime", False, True) == (bob.incarnation, (False, {}))
     assert texts(bob) == []
     assert bob.call("retrieve", ("secret",), {}, None, False)[1] == []
 
@@ -184,6 +183,7 @@ def test_a_connect_with_other_settings_is_refused_naming_each(
         (spec(url, autocontext=True), "another autocontext"),
         (spec(url, write_through=True), "another write_through"),
         (make_spec("s1", ALICE, url, url, False, {}, idle_release=5), "another idle_release"),
+        (make_spec("s1", ALICE, url, url, False, {}, max_restarts=2), "another max_restarts"),
     ):
         with pytest.raises(ClusterConfigError, match=named):
             h.describe(other)
@@ -199,6 +199,33 @@ def test_actor_options_may_not_change_what_the_handle_decides() -> None:
         check_actor_options({"max_restarts": 3})
     with pytest.raises(ClusterConfigError, match="must be a mapping"):
         check_actor_options([("num_cpus", 1)])
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"num_cpus": -1}, "num_cpus=-1"),
+        ({"num_gpus": "one"}, "num_gpus='one'"),
+        ({"memory": -5}, "memory=-5"),
+        ({"resources": {"CPU": 1}}, "resources="),
+        ({"resources": {"slot": -1}}, "resources="),
+        ({"numcpus": 1}, "numcpus=1"),
+    ],
+)
+def test_an_actor_option_ray_refuses_is_named_where_it_enters(
+    options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ClusterConfigError, match="is refused by Ray") as err:
+        check_actor_options(options)
+    assert named in str(err.value) and "actor_options" in str(err.value)
+    assert check_actor_options({"num_cpus": 0.01, "scheduling_strategy": "SPREAD"})
+
+
+def test_max_restarts_is_checked_where_it_enters() -> None:
+    for bad in (-2, 1.5, True, "3"):
+        with pytest.raises(ClusterConfigError, match=r"max_restarts=\.\.\.\) must be -1"):
+            make_spec("s", None, None, None, False, {}, max_restarts=bad)  # type: ignore[arg-type]
+    assert make_spec("s", None, None, None, False, {}, max_restarts=0).max_restarts == 0
 
 
 def test_a_refused_actor_start_is_a_cluster_config_error_with_rays_error_as_cause() -> None:

@@ -23,7 +23,8 @@ from actormem.cluster._spec import AgentSpec, make_spec
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
-from actormem.session import PostgresSession
+from actormem.runtime import MemoryRuntime
+from actormem.session import PostgresSession, SessionError
 from actormem.store import Namespace
 from tests._postgres import pg_url
 
@@ -37,9 +38,9 @@ def url(pg_dsn: str) -> str:
     return pg_url(pg_dsn)
 
 
-def spec(url: str, ns: Namespace = ALICE, sid: str = "s1") -> AgentSpec:
+def spec(url: str, ns: Namespace = ALICE, sid: str = "s1", adopt: bool = False) -> AgentSpec:
     options = {"embedder": HashEmbedder(32), "recorder": RecorderConfig(batch_seconds=0.05)}
-    return make_spec(sid, ns, url, url, False, options)
+    return make_spec(sid, ns, url, url, False, options, adopt_session=adopt)
 
 
 @pytest.fixture
@@ -89,14 +90,85 @@ def test_an_agent_neither_writes_reads_nor_lists_another_namespaces_session(
         bob.call("save_session", ("s1",), {}, None, False)
     with pytest.raises(ClusterConfigError, match=REFUSED):
         bob.session_put("s1", {"agent": {"x": 1}}, "runtime")
-    for call in ("read", "exists", "location", "delete"):
-        with pytest.raises(ClusterConfigError, match=REFUSED):
-            bob.session_call(call, ("s1",))
+    _absent_to(bob, "s1", "nowhere", ALICE)
     assert [i.session_id for i in bob.session_call("list", ())] == ["bob-1"]
     assert [i.session_id for i in alice.session_call("list", ())] == ["s1"]
     with PostgresSession(url) as raw:
         assert "secret" in str(raw.read("s1")["runtime"])  # nothing of alice's was touched
         assert raw.read("s1")["cluster"]["namespace"] == list(ALICE.key())
+
+
+def _absent_to(h: MemoryHost, sid: str, missing: str, owner: Namespace | None) -> None:
+    """``sid`` is, to the agent ``h``, exactly as absent as the never-saved ``missing``:
+    its reads answer the same (the owner and the stored state never show), and
+    a save over it is refused without naming the owner."""
+    for s in (sid, missing):
+        assert h.session_call("exists", (s,)) is False
+        assert h.session_call("delete", (s,)) is False
+        with pytest.raises(SessionError, match=f"session '{s}' not found") as err:
+            h.session_call("read", (s,))
+        assert not isinstance(err.value, ClusterConfigError)
+        assert h.session_load(s, "runtime", True, True) == (h.incarnation, (False, {}))
+        with pytest.raises(SessionError, match="not found"):
+            h.session_load(s, "runtime", True, False)
+        assert h.call("load_session", (s,), {}, None, False) == (h.incarnation, False)
+    assert h.session_call("location", (sid,)).endswith(sid)
+    with pytest.raises(ClusterConfigError) as refused:
+        h.call("save_session", (sid,), {}, None, False)
+    if owner is not None:
+        assert str(owner.user_id) not in str(refused.value)
+
+
+def _local_save(url: str, sid: str, text: str, ns: Namespace | None) -> None:
+    """A local MemoryRuntime on the same database saves session ``sid`` (no cluster owner);
+    with ``ns``, it has long-term memory in that namespace, else short-term memory only."""
+    kwargs: dict[str, Any] = {"sessions": url}
+    if ns is not None:
+        kwargs.update(store=url, namespace=ns, embedder=HashEmbedder(32))
+    with MemoryRuntime(**kwargs) as rt:
+        rt.add(Msg.user(text))
+        rt.save_session(sid)
+
+
+def test_a_local_runtimes_session_is_another_namespaces_to_a_cluster_agent(
+    host: Any, url: str
+) -> None:
+    _local_save(url, "loc-1", "bob's local secret", BOB)
+    with PostgresSession(url) as raw:
+        assert raw.read("loc-1")["runtime"]["namespace"] == list(BOB.key())
+    with pytest.raises(ClusterConfigError) as err:
+        host(ALICE, "loc-1")  # never taken over by another namespace's agent
+    assert "bob" not in str(err.value)
+    alice = host(ALICE, "a-1")
+    _absent_to(alice, "loc-1", "never-saved", BOB)
+    assert texts(alice) == []  # nothing of bob's was loaded
+    assert "loc-1" not in [i.session_id for i in alice.session_call("list", ())]
+    with PostgresSession(url) as raw:  # nothing stored was touched
+        assert "secret" in str(raw.read("loc-1")["runtime"])
+        assert "cluster" not in raw.read("loc-1")
+    # the way to move it: bob's own agent takes it over (its runtime recorded bob)
+    moved = host(BOB, "loc-1")
+    assert texts(moved) == ["bob's local secret"]
+    with PostgresSession(url) as raw:
+        assert raw.read("loc-1")["cluster"]["namespace"] == list(BOB.key())
+
+
+def test_a_session_that_records_no_namespace_is_adopted_only_when_asked(
+    host: Any, url: str
+) -> None:
+    _local_save(url, "old-1", "short-term only", None)  # records no namespace
+    with pytest.raises(ClusterConfigError, match="adopt_session=True"):
+        host(ALICE, "old-1")
+    bob = host(BOB, "bob-1")
+    _absent_to(bob, "old-1", "never-saved", None)  # an opt-in is for the agent's own id only
+    adopted = MemoryHost(spec(url, ALICE, "old-1", adopt=True))
+    try:
+        assert texts(adopted) == ["short-term only"]
+    finally:
+        adopted.shutdown()
+    assert texts(host(ALICE, "old-1")) == ["short-term only"]  # now alice's: no opt-in needed
+    with pytest.raises(ClusterConfigError, match=REFUSED):
+        host(BOB, "old-1")
 
 
 def test_a_stale_incarnation_is_refused_and_ends_and_the_current_one_keeps_working(
