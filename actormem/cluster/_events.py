@@ -9,12 +9,26 @@ every connected subscriber has asked past it: **nothing is dropped while a
 subscriber is connected**, and the order is the order the runtime published
 them.  A subscriber that has not polled for ``DISCONNECT_AFTER`` seconds is
 disconnected; one that falls ``LIMIT`` events behind loses the oldest and is
-told (:class:`EventsLostError`) instead of silently skipping them.  The
-events of an incarnation end with it: when the agent's actor is lost (its
-node died, or it was stopped by another handle) while subscribed, the
-stream ends with :class:`EventsLostError` (what it published after the last
-poll may never have reached the subscriber); subscribing again follows the
-restarted agent.
+told (:class:`EventsLostError`) instead of silently skipping them.
+
+**How a stream ends**, as a local runtime's stream ends at ``close()``:
+
+* ``stop()`` (by any handle) ends the buffer after the runtime closed, and
+  waits (up to ``DRAIN`` seconds) for each connected subscriber to take
+  every event left: its stream then **completes** (``on_completed``), with
+  nothing dropped.  One that does not poll in time is treated as below.
+* The agent's actor is lost while subscribed (its node died, or it ended
+  before the subscriber took its last events): the stream ends with
+  :class:`EventsLostError` (what it published after the last poll may never
+  have arrived); subscribing again follows the restarted agent.
+* A subscription never creates nor keeps an agent: subscribing to an agent
+  whose actor is not running (stopped, or released idle) **completes at
+  once** -- as subscribing to a closed local runtime -- and creates nothing
+  (a call of any handle brings a released agent back; subscribe after it).
+* An idle release never happens while a subscriber is connected (the
+  agent stays resident while someone listens), so a connected stream never
+  sees one; a subscriber that stopped polling for ``DISCONNECT_AFTER`` is
+  no longer connected, and its next poll gets :class:`EventsLostError`.
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from actormem.events import Event
 if TYPE_CHECKING:
     from reactivex import abc as rx_abc
 
-__all__ = ["DISCONNECT_AFTER", "LIMIT", "EventBuffer", "EventPump", "EventsLostError"]
+__all__ = ["DISCONNECT_AFTER", "DRAIN", "LIMIT", "EventBuffer", "EventPump", "EventsLostError"]
 
 log = structlog.get_logger(__name__)
 
@@ -46,6 +60,8 @@ DISCONNECT_AFTER: Final = 30.0
 POLL_WAIT: Final = 1.0
 #: The Ray concurrency group the polls run in (the agent's calls keep theirs).
 GROUP: Final = "events"
+#: How long ``stop()`` waits for the connected subscribers to take their last events.
+DRAIN: Final = 5.0
 
 
 class EventsLostError(ClusterError):
@@ -73,6 +89,8 @@ class EventBuffer:
         self._subs: dict[str, _Cursor] = {}
         self._limit = limit
         self._disconnect_after = disconnect_after
+        #: no event follows (the agent stopped): a poll that is past the last one ends
+        self._ended = False
 
     def append(self, event: Event) -> None:
         """Number and keep one event (the runtime's bus calls it, in publish order)."""
@@ -95,14 +113,41 @@ class EventBuffer:
             self._trim()
             return len(self._subs)
 
+    def end(self) -> None:
+        """No event follows (the agent stopped): each subscriber's stream completes
+        once it has taken the events left."""
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def drained(self, timeout: float) -> bool:
+        """Wait until every connected subscriber took its end (or was disconnected).
+
+        Returns:
+            Whether none is left waiting for events.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._trim()
+                left = deadline - time.monotonic()
+                if not self._subs or left <= 0:
+                    return not self._subs
+                self._cond.wait(min(left, 0.5))  # notified as each one ends; a stale one times out
+
     def unregister(self, sub: str) -> None:
         """The subscriber is gone: its events need not be kept for it."""
         with self._cond:
             self._subs.pop(sub, None)
             self._trim()
 
-    def poll(self, sub: str, after: int, wait: float, most: int = 1000) -> list[tuple[int, Event]]:
+    def poll(
+        self, sub: str, after: int, wait: float, most: int = 1000
+    ) -> list[tuple[int, Event | None]]:
         """The events after number ``after`` (waiting up to ``wait`` s for one).
+
+        After :meth:`end`, the poll that reaches past the last event gets
+        ``(n, None)``: the stream is complete (the subscriber is then gone).
 
         Raises:
             EventsLostError: the subscriber is unknown (disconnected, or this
@@ -126,12 +171,19 @@ class EventBuffer:
                     f"subscription {sub[:8]} fell {self._last - after} events behind (more "
                     f"than {self._limit}): events {after + 1}-{first - 1} were dropped"
                 )
-            while self._last <= after:
+            while self._last <= after and not self._ended:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return []
                 self._cond.wait(left)
+                if self._subs.get(sub) is not cur:  # unregistered or disconnected meanwhile
+                    raise EventsLostError(f"subscription {sub[:8]} ended while it waited")
                 cur.seen = time.monotonic()
+            if self._last <= after:  # ended, and it has everything: complete
+                del self._subs[sub]
+                self._trim()
+                self._cond.notify_all()
+                return [(self._last + 1, None)]
             start = after + 1 - self._events[0][0]
             return [self._events[i] for i in range(start, min(start + most, len(self._events)))]
 
@@ -161,19 +213,28 @@ class EventPump:
         self._observer = observer
         self._stop = threading.Event()
         # Registered before subscribe() returns: nothing published after it is missed.
-        self._sub, self._after = self._register()
+        registered = self._register()
+        if registered is None:  # the agent is not running: nothing to follow
+            self._sub, self._after = "", 0
+            self._stop.set()
+            observer.on_completed()
+            return
+        self._sub, self._after = registered
         self._thread = threading.Thread(
             target=self._run, daemon=True, name="actormem-remote-events"
         )
         self._thread.start()
 
-    def _register(self) -> tuple[str, int]:
+    def _register(self) -> tuple[str, int] | None:
+        """Register with the agent's running actor; None when none runs (never creates one)."""
         h = self._handle
-        result: tuple[str, int] = h._attempt(lambda: h._actor.events_register.remote(), "events")
+        result: tuple[str, int] | None = h._register_events()
         return result
 
     def dispose(self) -> None:
         """Stop delivering and let the actor drop what it kept for this subscriber."""
+        if self._stop.is_set() and not self._sub:  # completed at once: never registered
+            return
         self._stop.set()
         h = self._handle
         try:
@@ -208,11 +269,15 @@ class EventPump:
                 )
                 return
             except EventsLostError as exc:
-                self._observer.on_error(exc)
+                if not self._stop.is_set():  # disposed: the subscriber asked for nothing more
+                    self._observer.on_error(exc)
                 return
             for seq, event in items:
                 self._after = seq
                 if self._stop.is_set():
+                    return
+                if event is None:  # the agent stopped, and every event of it arrived
+                    self._observer.on_completed()
                     return
                 if self._accept is None or self._accept(event):
                     try:

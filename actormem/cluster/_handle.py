@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import reactivex
+import structlog
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
@@ -74,6 +75,8 @@ if TYPE_CHECKING:
     from actormem.store import Namespace
 
 __all__ = ["RemoteJournal", "RemoteRuntime", "RemoteSessions"]
+
+log = structlog.get_logger(__name__)
 
 #: Longest pause between two attempts to reach a restarting actor.
 _MAX_BACKOFF = 0.5
@@ -243,8 +246,7 @@ class RemoteRuntime:
             "failover_timeout": float(failover_timeout),
             "actor_options": check_actor_options(actor_options),
         }
-        actor = _get_or_create(spec, connect)
-        info = _describe(actor, spec)
+        actor, info = _reach(spec, connect)
         return cls(actor, spec, info, connect)
 
     @classmethod
@@ -348,6 +350,10 @@ class RemoteRuntime:
         Each subscription is registered before ``subscribe`` returns; from then
         on nothing is dropped while it stays connected, in the order the
         runtime published.  Delivered on a thread of the subscription's own.
+        It completes when the agent is stopped (after its last event) and, at
+        once, when the agent's actor is not running (stopped or released: a
+        subscription never creates one); it ends with ``EventsLostError`` when
+        the actor is lost (``_events``).
         """
         return self._observable(None)
 
@@ -704,6 +710,36 @@ class RemoteRuntime:
         self._incarnation = inc
         return result
 
+    def _register_events(self) -> tuple[str, int] | None:
+        """Register a subscriber with the agent's running actor: ``(id, after)``, or None
+        when no actor of the agent runs (stopped, or released idle).
+
+        Looked up by name, never created: a subscription neither brings back an
+        agent that was stopped or released nor keeps one.  A restarting actor
+        (its node died) is waited for, up to ``failover_timeout``.
+        """
+        ray = _ray()
+        deadline = time.monotonic() + float(self._connect_args["failover_timeout"])
+        pause = 0.02
+        while True:
+            try:
+                actor = ray.get_actor(actor_name(self._spec), namespace=RAY_NAMESPACE)
+            except ValueError:  # no actor of that name: the agent is not running
+                return None
+            self._actor = actor
+            try:
+                registered: tuple[str, int] = self._get(actor.events_register.remote())
+            except _lost_errors() as exc:  # ending (looked up again) or restarting
+                if time.monotonic() >= deadline:
+                    raise ClusterError(
+                        f"the agent {self.session_id!r} did not come back within "
+                        f"{self._connect_args['failover_timeout']}s to subscribe: {exc}"
+                    ) from None
+                time.sleep(pause)  # Ray gives no event for "restarted"; back off, bounded
+                pause = min(pause * 2, _MAX_BACKOFF)
+                continue
+            return registered
+
     def _reach_again(self) -> None:
         """Look the actor up again (Ray restarts it; after a stop, this creates it)."""
         try:
@@ -726,15 +762,49 @@ def _get_or_create(spec: AgentSpec, connect: Mapping[str, Any]) -> Any:
     return _host_class().options(**options).remote(spec)
 
 
-def _describe(actor: Any, spec: AgentSpec) -> dict[str, Any]:
+#: Times ``connect`` gets (or creates) the agent's actor again when the one it got ended
+#: before answering (an idle release or a stop between the lookup and the first call).
+_CONNECT_TRIES = 5
+
+
+def _reach(spec: AgentSpec, connect: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Get or create the agent's actor and describe it: ``(actor, its description)``.
+
+    Ray's get-or-create can hand back an actor that is ending -- released
+    idle, or stopped by another handle, between the lookup and the
+    ``describe`` -- which then fails without having run.  That actor is
+    looked up (or created) again, up to ``_CONNECT_TRIES`` times; an actor
+    whose start failed (its ``__init__`` raised) is not: that error is
+    raised at once (:func:`creation_error`, Ray's error as the cause).
+
+    Raises:
+        ClusterConfigError, ClusterError: as :meth:`RemoteRuntime.connect`.
+    """
     ray = _ray()
-    try:
-        info: dict[str, Any] = ray.get(actor.describe.remote(spec))
-    except ray.exceptions.RayTaskError as exc:
-        raise _unwrapped(exc) from None
-    except ray.exceptions.RayActorError as exc:
-        raise creation_error(spec, exc) from exc
-    return info
+    last: BaseException | None = None
+    for attempt in range(_CONNECT_TRIES):
+        actor = _get_or_create(spec, connect)
+        try:
+            info: dict[str, Any] = ray.get(actor.describe.remote(spec))
+        except ray.exceptions.RayTaskError as exc:
+            raise _unwrapped(exc) from None
+        except ray.exceptions.RayActorError as exc:
+            if exc.actor_init_failed:
+                raise creation_error(spec, exc) from exc
+            last = exc
+            log.info(
+                "cluster.connect_found_an_ending_actor",
+                session_id=spec.session_id,
+                attempt=attempt + 1,
+                error=type(exc).__name__,
+            )
+            time.sleep(min(0.05 * 2**attempt, _MAX_BACKOFF))  # Ray gives no event for "gone"
+            continue
+        return actor, info
+    raise ClusterError(
+        f"the agent {spec.session_id!r} ended before answering {_CONNECT_TRIES} times in a "
+        f"row while connecting (released, stopped or restarting each time): {last}"
+    ) from last
 
 
 #: The runtime's errors a failed actor start is raised as (by the name Ray's message gives).

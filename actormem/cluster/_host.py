@@ -72,7 +72,7 @@ from typing import Any
 import structlog
 
 from actormem.cluster._calls import CALLS, HOST_CALLS
-from actormem.cluster._events import EventBuffer
+from actormem.cluster._events import DRAIN, EventBuffer
 from actormem.cluster._spec import (
     AgentRestartedError,
     AgentSpec,
@@ -649,7 +649,8 @@ class MemoryHost:
         return self._buffer.register()
 
     def events_poll(self, sub: str, after: int, wait: float) -> list[tuple[int, Any]]:
-        """The events after number ``after`` (long poll; see ``_events``)."""
+        """The events after number ``after`` (long poll; ``(n, None)`` ends a stopped
+        agent's stream: see ``_events``)."""
         return self._buffer.poll(sub, after, wait)
 
     def events_unregister(self, sub: str) -> None:
@@ -692,10 +693,8 @@ class MemoryHost:
         self._save()
         log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)
         self._close()
-        import ray
-
-        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
-        return True  # not reached: exit_actor raises
+        _exit_if_actor()
+        return True  # in an actor, not reached: exit_actor raises
 
     def _mark_released(self) -> None:
         """Record in the session that this incarnation ended with everything saved
@@ -719,9 +718,16 @@ class MemoryHost:
         return where
 
     def stop(self, timeout: float | None = 120) -> str:
-        """:meth:`shutdown`, then end the actor for good (Ray does not restart it)."""
-        where = self.shutdown(timeout)
-        import ray
+        """:meth:`shutdown`, then end the actor for good (Ray does not restart it).
 
-        ray.actor.exit_actor()  # type: ignore[no-untyped-call]
-        return where  # not reached: exit_actor raises
+        The connected subscribers' streams complete first: the buffer ends
+        after the runtime's last event, and the stop waits up to ``DRAIN``
+        seconds for each subscriber to take what is left (polls run in their
+        own concurrency group, beside this call).
+        """
+        where = self.shutdown(timeout)
+        self._buffer.end()
+        if not self._buffer.drained(DRAIN):
+            log.warning("cluster.subscribers_not_drained", session_id=self._spec.session_id)
+        _exit_if_actor()
+        return where  # in an actor, not reached: exit_actor raises

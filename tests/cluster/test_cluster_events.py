@@ -92,3 +92,44 @@ def test_a_poll_waits_for_the_next_event() -> None:
     buf.append(_event(7))
     t.join(60)
     assert _texts(out[0]) == ["m7"]
+
+
+def test_a_poll_waiting_when_its_subscriber_is_unregistered_says_so() -> None:
+    buf = EventBuffer()
+    sub, after = buf.register()
+    waiting = threading.Event()
+    out: list[BaseException] = []
+
+    def poll() -> None:
+        waiting.set()
+        try:
+            buf.poll(sub, after, 60)
+        except EventsLostError as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    waiting.wait(10)
+    buf.unregister(sub)  # disposed as its poll waits (or just before it began)
+    buf.append(_event(1))  # nobody keeps it: it is dropped at once
+    t.join(60)
+    assert not t.is_alive()
+    # told it is not connected (the poll used to fail on the emptied buffer instead)
+    assert len(out) == 1
+    assert "ended while it waited" in str(out[0]) or "not connected" in str(out[0])
+
+
+def test_after_the_end_each_subscriber_gets_what_is_left_then_the_end() -> None:
+    buf = EventBuffer()
+    sub, after = buf.register()
+    for i in range(3):
+        buf.append(_event(i))
+    buf.end()
+    assert not buf.drained(0)  # the subscriber has not taken its events yet
+    items = buf.poll(sub, after, 60)
+    assert _texts(items) == ["m0", "m1", "m2"]
+    end = buf.poll(sub, items[-1][0], 60)  # at once, not after the wait
+    assert end == [(items[-1][0] + 1, None)]
+    assert buf.drained(0) and buf.connected() == 0
+    late, late_after = buf.register()
+    assert buf.poll(late, late_after, 60) == [(late_after + 1, None)]
