@@ -30,14 +30,17 @@ call of a handle whose unacknowledged changes were lost (a ``ReActAgent``'s
 saves through :class:`RemoteSessions` included).  Each incarnation takes
 the session over with a higher epoch, so an older one cut off from the
 cluster cannot save over it; sessions carry their owner's namespace, and
-no agent reads or writes another namespace's (``_host``).
+no agent reads or writes another namespace's, nor a local runtime's session
+it cannot tell is its own (``adopt_session=True`` takes one over: ``_host``).
 
 **Events and idle agents.**  The handle's ``events``, ``stream`` and
 ``subscribe`` long-poll the actor's numbered event buffer (ordered, nothing
-dropped while connected; a stream whose agent is lost ends with
-:class:`EventsLostError`: ``_events``).  ``idle_release=seconds`` saves and
-ends an agent's actor after that long without a call; the next call
-re-creates it from its session, losing nothing.
+dropped while connected; a stream completes when its agent is stopped,
+and at once when the agent is not running -- a subscription never creates
+one --; one whose agent is lost ends with :class:`EventsLostError`:
+``_events``).  ``idle_release=seconds`` saves and ends an agent's actor
+after that long without a call (never while a subscriber is connected); the
+next call re-creates it from its session, losing nothing.
 
 The modules: ``_spec`` (identity, backend checks, errors), ``_calls`` (the
 forwarded calls and their failover behaviour), ``_host`` (the actor),

@@ -27,7 +27,10 @@ died; Ray restarts it elsewhere and it restores itself, see ``_host``):
   restored state.
 
 An actor that ended for good (``stop()`` by any handle) is created again,
-from its session, by the next call of any handle.
+from its session, by the next call or ``connect`` of any handle -- never by
+a subscription to its events (``_events``).  A ``connect`` that meets an
+actor ending (released or stopped between Ray's get-or-create and its first
+answer) looks it up again (:func:`_reach`).
 """
 
 from __future__ import annotations

@@ -38,10 +38,15 @@ again.
 **Owners.**  A session id names one agent: every session written through
 the cluster keeps its writer's namespace (component ``cluster``, which a
 caller cannot set), and an agent of another namespace refuses to start
-from it, to save over it, load, read, delete or locate it
-(:class:`ClusterConfigError`, which does not name the owner), and lists
-only its own namespace's sessions.  A session written outside the cluster
-(no owner) may be adopted; the first save through the cluster stamps it.
+from it or save over it (:class:`ClusterConfigError`, which does not name
+the owner); to its reads (``exists``, ``read``, ``delete``, loads) such a
+session is absent, and it lists only its own namespace's sessions.  A
+session written outside the cluster (no owner: a local ``MemoryRuntime``)
+is this namespace's only when its runtime state records this namespace (a
+runtime with long-term memory records the one it used); one that records
+none is taken over only as the agent's own session and only when the
+caller opted in (``adopt_session=True``); otherwise it is another
+namespace's.  The take-over at start stamps it.
 
 **Fencing.**  Each incarnation takes the session over at start: it loads
 it and saves it back at once with ``epoch`` one higher, a save checked
