@@ -2,56 +2,61 @@
 
 Every memory tier is a pykka actor, the actors exchange msgspec messages, and
 everything the memory does is a reactivex stream you can subscribe to.
+
+The names below are imported on first use (PEP 562): a bare ``import
+actormem`` loads none of the library's modules and none of its dependencies
+(numpy, DuckDB, pyarrow, structlog with rich...), which otherwise took most
+of a process's cold start and of a cluster agent's reload; ``from actormem
+import MemoryRuntime`` loads what the runtime needs and nothing more.  The
+quiet logging default (:mod:`actormem.logs`) is installed by the first of the
+library's modules that logs, not by this one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from actormem.actors._supervisor import ActorUnavailableError
-from actormem.actors.recorder import RecordingError
-from actormem.agent import MemoryHooks, ReActAgent, Tool, tool
-from actormem.compress import AutoContextConfig
-from actormem.events import (
-    ActorRestarted,
-    Event,
-    MemoryCleared,
-    MessageAdded,
-    MessagesDeleted,
-    MessagesReplaced,
-    SessionLoaded,
-    SessionSaved,
-    decode_event,
-    encode_event,
-)
-from actormem.logs import _configure_default, configure_logging
-from actormem.messages import (
-    ImageBlock,
-    MessageError,
-    Msg,
-    OffloadRefBlock,
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    from_openai,
-    to_openai,
-)
-from actormem.recorder import LongTermMemoryMode, RecorderConfig
-from actormem.runtime import MemoryRuntime
-from actormem.session import (
-    JsonSession,
-    PostgresSession,
-    SessionConflictError,
-    SessionError,
-    SessionManager,
-)
-from actormem.state import StateError, StateModule
-from actormem.store import Namespace
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from actormem.store import DuckDBStore
-
-_configure_default()
+    from actormem.actors._supervisor import ActorUnavailableError
+    from actormem.actors.recorder import RecordingError
+    from actormem.agent import MemoryHooks, ReActAgent, Tool, tool
+    from actormem.compress import AutoContextConfig
+    from actormem.events import (
+        ActorRestarted,
+        Event,
+        MemoryCleared,
+        MessageAdded,
+        MessagesDeleted,
+        MessagesReplaced,
+        SessionLoaded,
+        SessionSaved,
+        decode_event,
+        encode_event,
+    )
+    from actormem.logs import configure_logging
+    from actormem.messages import (
+        ImageBlock,
+        MessageError,
+        Msg,
+        OffloadRefBlock,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        from_openai,
+        to_openai,
+    )
+    from actormem.recorder import LongTermMemoryMode, RecorderConfig
+    from actormem.runtime import MemoryRuntime
+    from actormem.session import (
+        JsonSession,
+        PostgresSession,
+        SessionConflictError,
+        SessionError,
+        SessionManager,
+    )
+    from actormem.state import StateError, StateModule
+    from actormem.store import DuckDBStore, Namespace
 
 __version__ = "0.1.0"
 
@@ -98,12 +103,70 @@ __all__ = [
     "tool",
 ]
 
+# Where each public name lives (the TYPE_CHECKING imports above say the same to
+# type checkers; tests/test_lazy_import.py checks the two agree with __all__).
+_HOMES: Final[dict[str, str]] = {
+    "ActorUnavailableError": "actormem.actors._supervisor",
+    "RecordingError": "actormem.actors.recorder",
+    "AutoContextConfig": "actormem.compress",
+    "configure_logging": "actormem.logs",
+    "LongTermMemoryMode": "actormem.recorder",
+    "RecorderConfig": "actormem.recorder",
+    "MemoryRuntime": "actormem.runtime",
+    "DuckDBStore": "actormem.store",
+    "Namespace": "actormem.store",
+    **dict.fromkeys(("MemoryHooks", "ReActAgent", "Tool", "tool"), "actormem.agent"),
+    **dict.fromkeys(
+        (
+            "ActorRestarted",
+            "Event",
+            "MemoryCleared",
+            "MessageAdded",
+            "MessagesDeleted",
+            "MessagesReplaced",
+            "SessionLoaded",
+            "SessionSaved",
+            "decode_event",
+            "encode_event",
+        ),
+        "actormem.events",
+    ),
+    **dict.fromkeys(
+        (
+            "ImageBlock",
+            "MessageError",
+            "Msg",
+            "OffloadRefBlock",
+            "TextBlock",
+            "ToolResultBlock",
+            "ToolUseBlock",
+            "from_openai",
+            "to_openai",
+        ),
+        "actormem.messages",
+    ),
+    **dict.fromkeys(
+        (
+            "JsonSession",
+            "PostgresSession",
+            "SessionConflictError",
+            "SessionError",
+            "SessionManager",
+        ),
+        "actormem.session",
+    ),
+    **dict.fromkeys(("StateError", "StateModule"), "actormem.state"),
+}
+
 
 def __getattr__(name: str) -> Any:
-    # DuckDBStore is imported on first use: an agent on PostgreSQL (one process per
-    # agent on a cluster) never loads DuckDB (51 MB RSS, 6 MB of its own, 0.1-0.3 s).
-    if name == "DuckDBStore":
-        from actormem.store import DuckDBStore
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # the next lookup is a plain module attribute
+    return value
 
-        return DuckDBStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,6 +15,7 @@ import structlog
 
 from actormem.actors.short_term import ShortTermState
 from actormem.journal import JournalConfig
+from actormem.logs import _configure_default
 from actormem.models.base import Embedder
 from actormem.recorder import FACTS_SUFFIX, LongTermMemoryMode, RecorderConfig
 from actormem.store import MemoryStore, Namespace
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 log = structlog.get_logger("actormem.runtime")
+_configure_default()  # quiet logging unless the application configured structlog
 
 #: The namespace of long-term memories when none is given.
 DEFAULT_NAMESPACE = Namespace(user_id="default", agent_id="agent")

@@ -1,9 +1,12 @@
 """Logging: structlog everywhere, secrets redacted, never stdout by default.
 
 actormem logs through structlog and never prints.  Unconfigured structlog
-would print every level to stdout, so on import actormem installs a quiet
-default (warnings and errors, to stderr, secrets redacted) **only if the
-application has not configured structlog itself**.  Call
+would print every level to stdout, so actormem installs a quiet default
+(warnings and errors, to stderr, secrets redacted) **only if the
+application has not configured structlog itself**.  The first of its
+modules that logs installs it (:func:`_configure_default`, called by every
+subpackage's ``__init__`` and by the top-level modules that log), not a
+bare ``import actormem``, which loads nothing.  Call
 :func:`configure_logging` to choose the level or JSON output, or configure
 structlog yourself (add :func:`redact_secrets` to your processors).
 

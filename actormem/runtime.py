@@ -104,6 +104,7 @@ from actormem.events import (
     SessionSaved,
 )
 from actormem.journal import DreamReport, Journal, JournalConfig
+from actormem.logs import _configure_default
 from actormem.messages import DEFAULT_MAX_MSG_BYTES, MessageError, Msg
 from actormem.models.base import ChatModel, Embedder
 from actormem.models.gate import TurnGate
@@ -129,6 +130,7 @@ __all__ = ["DEFAULT_NAMESPACE", "LONG_TERM_FILE", "RUNTIME", "ActorStateModule",
 STATE_NAMESPACE: Final = "namespace"
 
 log = structlog.get_logger(__name__)
+_configure_default()  # quiet logging unless the application configured structlog
 
 #: ``source`` of the runtime's own events (session saved/loaded).
 RUNTIME = "runtime"

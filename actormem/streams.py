@@ -29,10 +29,12 @@ from reactivex.disposable import Disposable
 
 from actormem._settings import check_arg
 from actormem.events import Event
+from actormem.logs import _configure_default
 
 __all__ = ["EventBus"]
 
 log = structlog.get_logger(__name__)
+_configure_default()  # quiet logging unless the application configured structlog
 
 _STOP: Final = object()
 _WARN_FROM: Final = 10_000

@@ -64,6 +64,9 @@ from actormem.cluster._spec import (
     ClusterError,
     actor_name,
 )
+from actormem.logs import _configure_default
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "CALLS",

@@ -35,6 +35,9 @@ from actormem.compress._summarize import (
 )
 from actormem.compress._tokens import EstimateTokenCounter, TokenCounter, TokenizerCounter
 from actormem.compress._view import OFFLOADED, SUMMARIZED, SUMMARY, is_protected
+from actormem.logs import _configure_default
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "DEFAULT_PROMPTS",

@@ -39,6 +39,9 @@ from actormem.journal._journal import (
     JournalStore,
 )
 from actormem.journal._paths import JournalPathError, day_name, namespace_folder, segment
+from actormem.logs import _configure_default
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "CORE_TAG",

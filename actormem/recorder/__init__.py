@@ -7,6 +7,7 @@ the runtime (:class:`actormem.runtime.MemoryRuntime`) exposes them.
 
 from __future__ import annotations
 
+from actormem.logs import _configure_default
 from actormem.recorder._config import MAINTENANCE_ACTIONS, RecorderConfig
 from actormem.recorder._extract import (
     EXTRACTION_PROMPT,
@@ -47,6 +48,8 @@ from actormem.recorder._tools import (
     render_retrieved,
     retrieve_from_memory_tool,
 )
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "CLOSE_TAG",

@@ -16,6 +16,7 @@ validation, ids, errors, the protocol), ``_json`` (files), ``_postgres``
 
 from __future__ import annotations
 
+from actormem.logs import _configure_default
 from actormem.session._common import (
     DEFAULT_SESSIONS_DIR,
     FORMAT_NAME,
@@ -31,6 +32,8 @@ from actormem.session._common import (
 from actormem.session._json import JsonSession, atomic_write
 from actormem.session._manager import SessionManager, open_sessions
 from actormem.session._postgres import PostgresSession
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "DEFAULT_SESSIONS_DIR",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from actormem.logs import _configure_default
 from actormem.store import _at_exit  # noqa: F401  (registers the stores' exit handler first)
 from actormem.store._files import rich_progress
 from actormem.store._index import tokenize
@@ -58,6 +59,8 @@ from actormem.store._types import (
 if TYPE_CHECKING:
     from actormem.store._duckdb import DuckDBStore
     from actormem.store._postgres import PostgresStore
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "KEYED_KIND",

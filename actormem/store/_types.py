@@ -25,7 +25,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from actormem._door import check_json_object
+# A module import, not a name: actormem._door imports the store's limits, so
+# whichever of the two is imported first finds the other half-initialised.
+from actormem import _door
 from actormem.store._limits import SEARCH_FIELDS, TIMESTAMP, check_fields
 
 __all__ = [
@@ -322,7 +324,7 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
                 )
         # The door's JSON check (actormem._door): JSON values only, string keys, no
         # NaN, at most MAX_DEPTH levels (deeper made every later encode recurse out).
-        check_json_object(self.metadata, "metadata", error=InvalidMemoryError)
+        _door.check_json_object(self.metadata, "metadata", error=InvalidMemoryError)
         try:
             encoded = msgspec.json.encode(self.metadata)
         except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as exc:

@@ -17,10 +17,13 @@ Needs the ``ui`` extra (``pip install 'actormem[ui]'``)::
 
 from __future__ import annotations
 
+from actormem.logs import _configure_default
 from actormem.ui._config import AUTO, DEFAULT_PORT, UIConfig, UIError, is_loopback, resolve_token
 from actormem.ui._data import EDIT_REASON, Explorer
 from actormem.ui._live import LiveFeed, describe
 from actormem.ui._server import UIServer
+
+_configure_default()  # quiet logging unless the application configured structlog
 
 __all__ = [
     "AUTO",
