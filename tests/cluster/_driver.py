@@ -323,7 +323,21 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["gina_after_kill"] = error_of(lambda: gina.retrieve("Blitz", 3))
     res["gina_texts"] = texts(gina)
     res["gina_blitz"] = [h.memory.content for h in gina.retrieve("Blitz", 3)]
+    # another handle's stream completes at the stop; subscribing after it creates nothing
+    gina_done, gina_errors = threading.Event(), []
+    gina_mem.events.subscribe(
+        on_next=lambda e: None, on_error=gina_errors.append, on_completed=gina_done.set
+    )
+    gina_mem.add(Msg.user("seen before the stop"))
     gina.stop()
+    res["gina_stream_completed"] = gina_done.wait(60)
+    res["gina_stream_errors"] = [repr(e) for e in gina_errors]
+    gina_late = threading.Event()
+    gina_mem.events.subscribe(on_next=lambda e: None, on_completed=gina_late.set)
+    res["gina_late_subscription_completed"] = gina_late.is_set()
+    res["gina_after_stop"] = error_of(
+        lambda: ray.get_actor(actor_name(gina_mem._spec), namespace=RAY_NAMESPACE)
+    )
 
     # -- the agent's events reach a subscriber in this (another) process, in order ------
     # (carol, back after the failover: no new actor process for it)

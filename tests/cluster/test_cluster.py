@@ -220,6 +220,15 @@ def test_a_subscriber_is_told_when_the_agent_it_follows_is_lost(run: dict[str, A
     assert run["alice_stream_errors"][0].startswith("EventsLostError: the agent 'alice-s1'")
 
 
+def test_a_stop_completes_streams_and_a_later_subscription_creates_nothing(
+    run: dict[str, Any],
+) -> None:
+    assert run["gina_stream_completed"], run["gina_stream_errors"]
+    assert run["gina_stream_errors"] == []
+    assert run["gina_late_subscription_completed"]
+    assert run["gina_after_stop"]["type"] == "ValueError"  # no actor of that name: not re-created
+
+
 def test_after_a_release_a_call_not_safe_to_repeat_is_not_sent_again(
     run: dict[str, Any],
 ) -> None:
