@@ -20,6 +20,7 @@ from actormem.store._files import rich_progress
 from actormem.store._index import tokenize
 from actormem.store._kinds import KEYED_KIND, MERGE_KINDS
 from actormem.store._open import is_dsn, open_store
+from actormem.store._pg_fence import StoreFencedError
 from actormem.store._protocol import MemoryStore, ProgressCallback
 from actormem.store._records import content_hash
 from actormem.store._relevance import RelevanceWeights, decayed_relevance, relevance
@@ -97,6 +98,7 @@ __all__ = [
     "SearchMode",
     "StoreClosedError",
     "StoreError",
+    "StoreFencedError",
     "StoreLockedError",
     "WriteOp",
     "WriteResult",

@@ -24,6 +24,8 @@ Tables (all in the connection's ``search_path`` schema):
   ``memories``; ``vector_indexes``.
 * ``memory_gone`` and ``memories.chg`` -- the change feed (hard deletes; the
   transaction that wrote each row version), :mod:`actormem.store._pg_feed`.
+* ``agent_fences`` -- the epoch of each fenced writer (a cluster agent), whose
+  older incarnations' writes are refused: :mod:`actormem.store._pg_fence`.
 
 Indexes: a partial btree over the live rows' namespace columns and content
 hash (exact-duplicate lookups, and the scan a tenant's search runs), a
@@ -51,6 +53,7 @@ from typing import Any, Final
 import structlog
 
 from actormem.store._pg_feed import add_change_feed
+from actormem.store._pg_fence import add_fences
 from actormem.store._pg_group_stats import stats_from_groups
 from actormem.store._pg_groups import group_postings, statement_triggers
 from actormem.store._pg_open_groups import share_small_groups
@@ -91,10 +94,12 @@ log = structlog.get_logger(__name__)
 #: transaction's id) and ``memory_gone`` (:func:`actormem.store._pg_feed.add_change_feed`);
 #: **11** -- a batch's few rows of a namespace join that namespace's open posting group
 #: (``posting_open``) instead of a group of their own, and small groups already stored are
-#: regrouped (:func:`actormem.store._pg_open_groups.share_small_groups`).
+#: regrouped (:func:`actormem.store._pg_open_groups.share_small_groups`); **12** --
+#: ``agent_fences``, the write fence of a cluster agent's incarnations
+#: (:mod:`actormem.store._pg_fence`).
 #: A shipped step is never edited: a change to the schema is a new step (a database
 #: already at a version never runs that version's step again).
-PG_SCHEMA_VERSION: Final = 11
+PG_SCHEMA_VERSION: Final = 12
 
 #: The session setting a writer declares its code's schema version in (:func:`declare_writer`).
 WRITER_SETTING: Final = "actormem.writer_version"
@@ -540,6 +545,7 @@ MIGRATIONS: Final[dict[int, Callable[[Any, int], None]]] = {
     8: stats_from_groups,
     9: add_change_feed,
     10: share_small_groups,
+    11: add_fences,
 }
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import structlog
 
 from actormem.store._pg_ann import EF_SEARCH
 from actormem.store._pg_conn import first_line, is_lost
 from actormem.store._pg_feed import FEED_VERSION, GONE_KEEP_SECONDS, trim_gone
+from actormem.store._pg_fence import FENCE_LOCK, FENCE_READ
 from actormem.store._pg_schema import declare_writer, ensure_schema
 from actormem.store._types import InvalidMemoryError, StoreError
 
@@ -53,6 +54,12 @@ class PgConnections:
 
     def _check_open(self) -> None:  # pragma: no cover - the store's own
         raise NotImplementedError
+
+    if TYPE_CHECKING:  # PgFence's (a mixin of the same store)
+
+        def _fence_params(self, what: str) -> tuple[str, str] | None: ...
+
+        def _check_fence(self, what: str, stored: Any) -> None: ...
 
     # -- connections ----------------------------------------------------------------------
 
@@ -172,7 +179,12 @@ class PgConnections:
 
     def _transaction(self, what: str, body: Callable[[Any, set[Key]], T]) -> T:
         """Run ``body(conn, locked_keys)`` in one write transaction, planned again on a
-        deadlock, serialization failure, duplicate id or lost connection (see module doc)."""
+        deadlock, serialization failure, duplicate id or lost connection (see module doc).
+
+        A fenced store's transaction first takes its fence's lock (shared) with the
+        transaction id, reads the fence row, and goes on only while the epoch is its own
+        (:mod:`actormem.store._pg_fence`; a refusal raises ``StoreFencedError``).
+        """
         pg = self._pg
         last: BaseException | None = None
         for attempt in range(1, _ATTEMPTS + 1):
@@ -180,11 +192,17 @@ class PgConnections:
             pid: int | None = None
             done = False
             out: Any = None
+            fence = self._fence_params(what)  # None: not fenced (no lock, no extra column)
             try:
                 with self._conn() as conn:
                     pid = conn.info.backend_pid
                     with conn.transaction():
-                        xid = str(conn.execute("SELECT pg_current_xact_id()").fetchone()[0])
+                        if fence is None:
+                            xid = str(conn.execute("SELECT pg_current_xact_id()").fetchone()[0])
+                        else:
+                            xid = str(conn.execute(FENCE_LOCK, fence[:1]).fetchone()[0])
+                            row = conn.execute(FENCE_READ, fence[1:]).fetchone()
+                            self._check_fence(what, None if row is None else row[0])
                         out = body(conn, set())
                         done = True
                         self._before_commit(conn)

@@ -117,6 +117,7 @@ from actormem.store._pg_analyze import PlannerStats
 from actormem.store._pg_ann import DEFAULT_MIN_ROWS, AnnIndexes, scope_text
 from actormem.store._pg_cache import SearchCache
 from actormem.store._pg_conn import redacted, secrets_of
+from actormem.store._pg_fence import PgFence, StoreFencedError
 from actormem.store._pg_gather import Aside, Gatherer
 from actormem.store._pg_open_groups import small_namespaces
 from actormem.store._pg_queries import PgQueries, scope_sql
@@ -167,7 +168,7 @@ _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
 DEFAULT_CACHE_BYTES: Final = 256 * 2**20
 
 
-class PostgresStore(PgConnections, PgQueries, StoreBase):
+class PostgresStore(PgConnections, PgQueries, PgFence, StoreBase):
     """Long-term memory in PostgreSQL with pgvector, for many processes and hosts.
 
     Example:
@@ -360,6 +361,9 @@ class PostgresStore(PgConnections, PgQueries, StoreBase):
 
         try:
             self._transaction("access counters", write)
+        except StoreFencedError:
+            # a replaced holder's counts are dropped, not kept to retry (_pg_fence says why)
+            log.warning("store.fenced_counts_dropped", where=self.url, memories=len(ids))
         except BaseException:
             self._restore_pending(pending)
             raise
