@@ -96,6 +96,7 @@ from actormem.store import (
     NewMemory,
     SearchFilters,
     StoreError,
+    StoreFencedError,
     WriteResult,
     content_hash,
 )
@@ -445,6 +446,8 @@ class RecorderActor(SupervisedActor):
         try:
             return fn()
         except StoreError as exc:
+            if isinstance(exc, StoreFencedError):  # refused for good: never tried again
+                raise
             log.warning("recorder.write_retry", error=repr(exc))
             time.sleep(_WRITE_RETRY_DELAY)
             return fn()

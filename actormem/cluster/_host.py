@@ -60,6 +60,26 @@ session saves and loads of :class:`~actormem.cluster.RemoteSessions`, name
 the incarnation their caller has unacknowledged changes on.  JSON
 sessions (one-node clusters only) have no version check, so no fencing.
 
+**The store's fence.**  The long-term store is written by the agent's calls
+(``save_fact``, ``record_to_memory``...) and by background writers (the
+recorder's batches, the compressor's offloads, the journal, access
+counters), none of which goes through the session.  So each incarnation
+also takes the agent's write fence in a PostgreSQL store
+(:mod:`actormem.store._pg_fence`) at its epoch, *before* it saves the
+session back: from then on every write transaction of an older
+incarnation's store is refused (:class:`~actormem.store.StoreFencedError`),
+ordered by PostgreSQL against the take-over, so each either committed
+before it (and the new incarnation reads it) or is refused, nothing of it
+written.  The epoch is one past both the session's and the store's (a
+take-over that died after raising the fence, or a deleted session, leaves
+the store's ahead).  A refused write ends the incarnation as a refused
+session save does (:meth:`_supersede`): the call that met it, or the next
+call after a background writer met it, raises
+:class:`AgentRestartedError`.  The recorder neither retries nor splits a
+refused batch; a refused offload is logged; refused access counts are
+dropped.  A DuckDB store (one-node clusters only: one process holds the
+file) has no fence.
+
 Components saved beside the runtime in the agent's session (a
 ``ReActAgent``'s ``agent`` state) are kept: every save of the session
 writes them back as they were last given, so a save by the actor never
@@ -68,11 +88,12 @@ drops them.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -96,6 +117,10 @@ from actormem.session import (
     SessionInfo,
     validate_session_id,
 )
+from actormem.store import StoreFencedError
+
+if TYPE_CHECKING:
+    from actormem.store import PostgresStore
 
 __all__ = ["MemoryHost"]
 
@@ -191,22 +216,56 @@ class MemoryHost:
             owner = self._owner_of(sid, stored) if found else None
             released = owner.get("released", []) if owner else []
             self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
-            self._epoch = _epoch_of(owner) + 1
+            fenced = self._fenced_store()
+            # past the session's epoch and the store's fence (which a take-over that
+            # failed after raising it, or a deleted session, leaves ahead)
+            floor = fenced.fence_epoch(self._holder()) if fenced is not None else 0
+            self._epoch = max(_epoch_of(owner), floor) + 1
             mine = {"namespace": self._mine(), "released": self._released, "epoch": self._epoch}
             self._extras = {
                 **{k: v for k, v in stored.items() if k not in (RUNTIME, OWNER)},
                 OWNER: mine,
             }
             try:
+                if fenced is not None:  # the store first: older incarnations write no more
+                    fenced.fence(self._holder(), self._epoch)
                 self._rt.session.put(sid, {**self._extras, RUNTIME: self._rt.state_dict()})
             except SessionConflictError as exc:
                 log.warning("cluster.takeover_raced", session_id=sid, saved_by=exc.saved_by)
+                continue
+            except StoreFencedError as exc:  # another incarnation raised it meanwhile
+                log.warning("cluster.takeover_raced", session_id=sid, fence=exc.newer)
                 continue
             return found
         raise ClusterError(
             f"the agent {sid!r} could not take its session over: it was saved by another "
             f"writer {_CONFLICT_TRIES} times while it loaded"
         )
+
+    def _fenced_store(self) -> PostgresStore | None:
+        """The long-term store when it can be fenced (PostgreSQL; DuckDB: one process)."""
+        store = self._rt.store
+        if store is None or type(store).__name__ != "PostgresStore":
+            return None  # (no import: a DuckDB-only agent never loads psycopg)
+        from actormem.store._postgres import PostgresStore
+
+        return store if isinstance(store, PostgresStore) else None
+
+    def _holder(self) -> str:
+        """This agent's name in the store's write fence (its namespace and session id)."""
+        return json.dumps([self._mine(), self._spec.session_id])
+
+    def _store_fenced_out(self) -> int | None:
+        """The newer epoch that refused one of this incarnation's store writes, if any."""
+        fenced = self._fenced_store()
+        return None if fenced is None else fenced.fenced_out
+
+    def _refused_by_store(self, name: str) -> None:
+        """After a failed call: when the store refused a write of this incarnation (a
+        newer one took the agent over), end as superseded (AgentRestartedError)."""
+        newer = self._store_fenced_out()
+        if newer is not None and self._superseded is None:
+            self._supersede(newer, name)
 
     def _owner_of(self, session_id: str, stored: dict[str, Any]) -> dict[str, Any] | None:
         """The stored session's owner record (None: written outside the cluster, and
@@ -341,6 +400,9 @@ class MemoryHost:
         self._last_call = time.monotonic()
         try:
             return self._call(name, args, kwargs, expect, retry)
+        except Exception:
+            self._refused_by_store(name)
+            raise
         finally:
             self._last_call = time.monotonic()  # idle counts from the end of a call
 
@@ -350,7 +412,10 @@ class MemoryHost:
         return pack(self.call(name, args, kwargs, expect, retry))
 
     def _check_expect(self, expect: str | None, name: str) -> None:
-        """Refuse a caller with changes on another incarnation (or any caller, once superseded)."""
+        """Refuse a caller with changes on another incarnation (or any caller, once
+        superseded: a session save or a store write of this incarnation was refused)."""
+        if self._superseded is None:
+            self._refused_by_store(name)  # e.g. a recorder batch refused between calls
         if self._superseded is not None:
             raise AgentRestartedError(
                 f"this incarnation of the agent {self._spec.session_id!r} (epoch {self._epoch}) "
@@ -486,8 +551,9 @@ class MemoryHost:
         if newer > self._epoch:
             self._supersede(newer)
 
-    def _supersede(self, newer: int) -> None:
-        """A newer incarnation took the session over: refuse, end this one (never save again)."""
+    def _supersede(self, newer: int, name: str = "save") -> None:
+        """A newer incarnation took the agent over (its session save, or its store's fence,
+        says so): refuse ``name``, end this one (never save again)."""
         self._superseded = newer
         log.error(
             "cluster.incarnation_superseded",
@@ -503,7 +569,7 @@ class MemoryHost:
         except Exception as exc:  # ending anyway
             log.warning("cluster.superseded_close_failed", error=repr(exc))
         _exit_if_actor()
-        self._check_expect(None, "save")  # not in a Ray actor (tests): raise for the caller
+        self._check_expect(None, name)  # not in a Ray actor (tests): raise for the caller
 
     def _put_other(self, session_id: str, states: dict[str, Any]) -> SessionInfo:
         """Save a session that is not the agent's own, stamped with this namespace as owner.

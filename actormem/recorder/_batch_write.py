@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 
-from actormem.store import NewMemory, StoreError, WriteResult
+from actormem.store import NewMemory, StoreError, StoreFencedError, WriteResult
 from actormem.store._types import Namespace
 
 __all__ = ["write_each"]
@@ -35,12 +35,14 @@ def write_each(
     with the store's reason in the second list.  When nothing can be written
     at all (the store is down), the batch's error is raised: nothing was
     refused, everything is still to record.  ``write`` runs the batch with the
-    recorder's own retry.
+    recorder's own retry.  A fenced store's refusal (:class:`StoreFencedError`: a
+    newer incarnation of the agent took over) is raised at once: no memory of
+    this holder will ever be written again, one by one or not.
     """
     try:
         return list(write(lambda: store.add_many(ns, items))), []
     except StoreError as exc:
-        if len(items) == 1:
+        if len(items) == 1 or isinstance(exc, StoreFencedError):
             raise
         first: StoreError = exc
     log.warning("recorder.batch_split", items=len(items), error=repr(first))

@@ -20,10 +20,11 @@ from actormem.cluster._handle import RemoteRuntime
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import AgentSpec, check_actor_options, make_spec
 from actormem.cluster._wire import unpack
+from actormem.events import RecordingFailed
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
-from actormem.store import Namespace
+from actormem.store import Namespace, PostgresStore
 from tests._postgres import pg_url
 
 ALICE = Namespace(user_id="alice", agent_id="helper")
@@ -34,8 +35,9 @@ def url(pg_dsn: str) -> str:
     return pg_url(pg_dsn)
 
 
-def spec(url: str, *, write_through: bool = False) -> AgentSpec:
+def spec(url: str, *, write_through: bool = False, **more: Any) -> AgentSpec:
     options = {"embedder": HashEmbedder(32), "recorder": RecorderConfig(batch_seconds=0.05)}
+    options.update(more)
     return make_spec("acks", ALICE, url, url, write_through, options)
 
 
@@ -193,14 +195,14 @@ def test_after_another_handles_stop_saved_everything_a_handle_with_changes_goes_
 ACKED = ["one", "acknowledged by the new incarnation"]
 
 
-def _cut_off(url: str, hosts: list[MemoryHost]) -> MemoryHost:
+def _cut_off(url: str, hosts: list[MemoryHost], **more: Any) -> MemoryHost:
     """An agent that flushed, then was restarted elsewhere while its old node was cut off
     (still running); the new incarnation flushed too.  Returns the old one."""
-    old = MemoryHost(spec(url))
+    old = MemoryHost(spec(url, **more))
     hosts.append(old)
     old.call("add", (Msg.user("one"),), {}, None, False)
     old.call("flush", (), {}, None, False)
-    new = MemoryHost(spec(url))
+    new = MemoryHost(spec(url, **more))
     hosts.append(new)
     new.call("add", (Msg.user("acknowledged by the new incarnation"),), {}, None, False)
     new.call("flush", (), {}, None, False)
@@ -233,4 +235,84 @@ def test_another_agent_saving_over_a_session_keeps_its_fencing(
         old.call("flush", (), {}, None, False)
     again = MemoryHost(spec(url))
     hosts.append(again)
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
+
+
+def _stored(url: str) -> list[str]:
+    """The contents of every memory of the agent's namespace, read by a store of its own."""
+    with PostgresStore(url, embedder=HashEmbedder(32), touch_flush_interval=None) as store:
+        return [m.content for m in store.list(ALICE, limit=1000)]
+
+
+def test_a_stale_incarnations_save_fact_is_refused_and_not_stored(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts)
+    old_fact = old.call("get_fact", ("drink",), {}, None, False)[1]
+    with pytest.raises(AgentRestartedError, match="superseded") as err:
+        old.call("save_fact", ("drink", "coffee"), {}, None, False)
+    assert "save_fact" in str(err.value)
+    assert old_fact is None and not any("coffee" in c for c in _stored(url))
+    # and it ended: it answers nothing more
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("messages", (), {}, None, False)
+    new = hosts[1]  # the current incarnation writes on
+    new.call("save_fact", ("drink", "tea"), {}, None, False)
+    assert new.call("get_fact", ("drink",), {}, None, False)[1] == "tea"
+
+
+def test_a_stale_incarnations_recorded_turns_are_refused_at_its_flush_and_not_stored(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts)
+    before = _stored(url)
+    old.call("record", ([Msg.user("stale turn about zanzibar")],), {}, None, False)
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("flush", (), {}, None, False)
+    assert _stored(url) == before
+    new = hosts[1]
+    new.call("record", ([Msg.user("current turn about kyoto")],), {}, None, False)
+    new.call("flush", (), {}, None, False)
+    assert any("kyoto" in c for c in _stored(url))
+    assert not any("zanzibar" in c for c in _stored(url))
+    again = MemoryHost(spec(url))  # the current incarnation's session is intact too
+    hosts.append(again)
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
+
+
+def test_a_stale_incarnations_tool_write_is_refused_and_not_stored(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts, long_term="both")
+    args = {"content": "the user lives in zanzibar"}
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("call_tool", ("record_to_memory", args), {}, None, False)
+    assert not any("zanzibar" in c for c in _stored(url))
+
+
+def test_a_recorder_batch_refused_between_calls_ends_the_stale_incarnation(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts)
+    failed = threading.Event()
+    old._rt.subscribe(lambda e: failed.set(), RecordingFailed)
+    old.call("record", ([Msg.user("stale turn about zanzibar")],), {}, None, False)
+    assert failed.wait(60)  # the recorder's own batch met the fence (no retry, no loop)
+    assert old._rt.recording_stats()["failed"] == 1
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        old.call("messages", (), {}, None, False)  # even a read: the incarnation ended
+    assert not any("zanzibar" in c for c in _stored(url))
+
+
+def test_a_take_over_starts_past_a_fence_left_ahead_of_the_session(
+    url: str, hosts: list[MemoryHost]
+) -> None:
+    old = _cut_off(url, hosts)  # session and fence at epoch 2
+    holder = old._holder()
+    with PostgresStore(url, embedder=HashEmbedder(32), touch_flush_interval=None) as store:
+        store.fence(holder, 7)  # a take-over that died after raising the fence
+    again = MemoryHost(spec(url))
+    hosts.append(again)
+    assert again._epoch == 8
+    again.call("save_fact", ("drink", "tea"), {}, None, False)
     assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
