@@ -212,7 +212,7 @@ def test_writes_racing_a_take_over_are_each_stored_or_refused_never_after(
 
 
 def test_an_unfenced_store_never_touches_the_fence(pg_dsn: str, stores: list[_Hooked]) -> None:
-    old, plain = _pair(pg_dsn, stores)
+    _old, plain = _pair(pg_dsn, stores)
     with psycopg.connect(pg_dsn) as taker:  # the fence row locked by a take-over in flight
         taker.execute("UPDATE agent_fences SET epoch = 2 WHERE holder = %s", (HOLDER,))
         # a fenced write would wait for it; the unfenced store writes at once
@@ -227,7 +227,7 @@ def test_an_unfenced_store_never_touches_the_fence(pg_dsn: str, stores: list[_Ho
 def test_a_fence_older_than_the_stored_one_is_refused_and_changes_nothing(
     pg_dsn: str, stores: list[_Hooked]
 ) -> None:
-    old, new = _pair(pg_dsn, stores)
+    _old, new = _pair(pg_dsn, stores)
     new.fence(HOLDER, 3)
     late = _open(pg_dsn)
     stores.append(late)
