@@ -376,10 +376,13 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         qcounts: dict[str, int] = {}
         for term in terms:
             qcounts[term] = qcounts.get(term, 0) + 1
-        for term, qtf in qcounts.items():
-            posting = self._postings.get(term)
-            if posting is None:
-                continue
+        found = [(term, qtf, p) for term, qtf in qcounts.items() if (p := self._postings.get(term))]
+        # The longest posting first: over all rows it is written, not added (a
+        # scatter-add reads and writes every row again: ~0.13 ms for a term in
+        # 37% of 100k rows, against ~0.05 ms written).
+        found.sort(key=lambda tp: -len(tp[2][0]))
+        written = small
+        for term, qtf, posting in found:
             prow = np.frombuffer(posting[0], dtype=np.int64)
             ptf = np.frombuffer(posting[1], dtype=np.float32)
             df = prow.size - dead_df.get(term, 0)
@@ -398,8 +401,11 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                     at, tf, row = np.flatnonzero(hit), ptf[pos[hit]], rows[hit]
                 if at.size:
                     acc[at] += _bm25_terms(self._doclen[row], tf, idf, k1, b, avgdl)
-            else:
+            elif written:
                 acc[prow] += _bm25_terms(self._doclen[prow], ptf, idf, k1, b, avgdl)
+            else:  # a posting's rows are unique: the first one is written into zeros
+                acc[prow] = _bm25_terms(self._doclen[prow], ptf, idf, k1, b, avgdl)
+                written = True
             del prow, ptf
         if small or rows.size == n:  # (every row, ascending and unique: no gather)
             return acc
@@ -452,28 +458,21 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                         cos = with_context(cos, links, weights3)
                     if kw is not None:
                         kw = with_context(kw, links, weights3)
-            cand: set[int] = set()
-            vec_rank: dict[int, int] = {}
-            kw_rank: dict[int, int] = {}
+            # Each retriever's best ``pool`` positions, best first; the candidates
+            # are their union (ascending) and each one's 1-based rank in either
+            # list (0: absent) is found by binary search, not a dict per position.
+            vec_top: I64 | None = None
+            kw_top: I64 | None = None
             if cos is not None:
-                top = top_k(cos, pool)
-                for rank, i in enumerate(top, 1):
-                    vec_rank[int(i)] = rank
-                cand.update(vec_rank)
+                vec_top = top_k(cos, pool)
             elif approx and query is not None:
-                top, _ = self._approx_top(rows, query, pool)
-                for rank, i in enumerate(top, 1):
-                    vec_rank[int(i)] = rank
-                cand.update(vec_rank)
+                vec_top, _ = self._approx_top(rows, query, pool)
             if kw is not None:
-                top = top_k(kw, pool)
-                top = top[kw[top] > 0]
-                for rank, i in enumerate(top, 1):
-                    kw_rank[int(i)] = rank
-                cand.update(kw_rank)
-            if not cand:
+                kw_top = top_k(kw, pool)
+                kw_top = kw_top[kw[kw_top] > 0]
+            idx, vec_rank, kw_rank = _union_ranks(vec_top, kw_top)
+            if idx.size == 0:
                 return []
-            idx = np.fromiter(cand, dtype=np.int64, count=len(cand))
             crow = rows[idx]
             if cos is not None:
                 c_cos = cos[idx].astype(np.float64)
@@ -491,8 +490,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 rows=crow,
                 cosine=c_cos,
                 bm25=c_kw,
-                vec_rank=np.array([vec_rank.get(int(i), 0) for i in idx], dtype=np.float64),
-                kw_rank=np.array([kw_rank.get(int(i), 0) for i in idx], dtype=np.float64),
+                vec_rank=vec_rank,
+                kw_rank=kw_rank,
                 importance=self._importance[crow],
                 access=self._access[crow],
                 last=self._last[crow],
@@ -504,8 +503,8 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 now=now,
                 weights=weights,
                 rerank=rerank,
-                records=lambda top: [self._live_record(int(r)) for r in crow[top]],
-                ids=lambda pos: [self._live_record(int(r)).id for r in crow[pos]],
+                records=lambda top: [self._live_record(r) for r in crow[top].tolist()],
+                ids=lambda pos: [self._live_record(r).id for r in crow[pos].tolist()],
                 doc_freq=self._doc_freq,
                 n_docs=self._live,
                 shown_cosine=shown_cos,
@@ -561,6 +560,33 @@ class MemoryIndex(ScopeSearch, VectorSearch):
         with self._lock:
             out: F32 = self._vecs[rows].copy()
             return out
+
+
+def _union_ranks(vec_top: I64 | None, kw_top: I64 | None) -> tuple[I64, F64, F64]:
+    """The union (ascending) of the two retrievers' best positions, and each union
+    member's 1-based rank in ``vec_top`` and in ``kw_top`` (0: not in that list).
+
+    A few numpy calls over the ~200 positions (``np.unique``'s own overhead is
+    several times its work at this size; a dict per position was ~0.25 ms).
+    """
+    tops = [t for t in (vec_top, kw_top) if t is not None and t.size]
+    if not tops:
+        empty = np.zeros(0, dtype=np.float64)
+        return np.zeros(0, dtype=np.int64), empty, empty
+    both = np.concatenate(tops) if len(tops) > 1 else tops[0].copy()
+    both.sort()
+    first = np.empty(both.size, dtype=bool)
+    first[0] = True
+    np.not_equal(both[1:], both[:-1], out=first[1:])
+    union: I64 = both[first]
+
+    def ranks(top: I64 | None) -> F64:
+        rank = np.zeros(union.size, dtype=np.float64)
+        if top is not None and top.size:
+            rank[np.searchsorted(union, top)] = np.arange(1, top.size + 1, dtype=np.float64)
+        return rank
+
+    return union, ranks(vec_top), ranks(kw_top)
 
 
 def _bm25_terms(dl: F32, tf: F32, idf: np.float32, k1: float, b: float, avgdl: float) -> F32:

@@ -139,19 +139,39 @@ def rank_candidates(
             order = _ties_by_id(extra.order, final, ids, limit)[:limit]
     out_bm25 = bm25 if shown_bm25 is None else shown_bm25
     out_cos = cosine if shown_cosine is None else shown_cosine
+    # One gather per column, read as Python values (a numpy scalar per field and
+    # hit was most of this step's time).
+    pick = np.asarray(order, dtype=np.int64)
+    nil = [0.0] * pick.size
+    signals: list[list[float]] = [nil, nil, nil]
+    if extra is not None:  # by candidate (the tie order above may differ from extra.order)
+        for at, values in enumerate((extra.soft, extra.speaker, extra.time)):
+            by_candidate = np.zeros(rows.size, dtype=np.float64)
+            by_candidate[extra.order] = values
+            signals[at] = by_candidate[pick].tolist()
+    columns = zip(
+        rows[pick].tolist(),
+        final[pick].tolist(),
+        out_bm25[pick].tolist(),
+        out_cos[pick].tolist(),
+        fused[pick].tolist(),
+        rel[pick].tolist(),
+        *signals,
+        strict=True,
+    )
     return [
         Scored(
-            row=int(rows[i]),
-            score=float(final[i]),
-            bm25=float(out_bm25[i]),
-            cosine=float(out_cos[i]),
-            fused=float(fused[i]),
-            relevance=float(rel[i]),
-            soft_match=0.0 if extra is None else float(extra.soft[j]),
-            speaker_match=0.0 if extra is None else float(extra.speaker[j]),
-            time_match=0.0 if extra is None else float(extra.time[j]),
+            row=int(row),
+            score=score,
+            bm25=kw,
+            cosine=cos,
+            fused=fu,
+            relevance=re,
+            soft_match=soft,
+            speaker_match=speaker,
+            time_match=when,
         )
-        for j, i in enumerate(order)
+        for row, score, kw, cos, fu, re, soft, speaker, when in columns
     ]
 
 

@@ -393,3 +393,53 @@ def test_a_search_reads_a_bounded_part_of_a_megabyte_query(wl_store: DuckDBStore
     for query in (f"{filler} where did my sister move?", f"where did my sister move? {filler}"):
         hits = wl_store.search(query, NS, 3)
         assert hits and "Lisbon" in hits[0].memory.content
+
+
+def test_each_hit_reports_its_own_second_stage_signals_when_tied() -> None:
+    """Hits of equal final score are put in id order after the second stage; each
+    must still report its own signals, not those of the hit the stage put there."""
+    from actormem.store._ranking import rank_candidates
+    from actormem.store._relevance import DEFAULT_WEIGHTS
+    from actormem.store._rerank import Reranked
+
+    ids = ["m2", "m0", "m1"]  # candidate i has id ids[i]
+
+    class Tied:
+        depth = 3
+
+        def apply(self, order: Any, *args: Any) -> Reranked:
+            # all three equal after the stage, candidate 0 ("m2") put first
+            return Reranked(
+                order=np.array([0, 1, 2]),
+                fused=np.full(3, 0.5),
+                final=np.full(3, 0.5),
+                soft=np.array([0.9, 0.1, 0.4]),
+                speaker=np.array([1.0, 0.0, 0.0]),
+                time=np.array([0.0, 0.0, 1.0]),
+            )
+
+    scored = rank_candidates(
+        rows=np.array([20, 21, 22], dtype=np.int64),
+        cosine=np.array([0.3, 0.2, 0.1]),
+        bm25=np.array([1.0, 2.0, 3.0]),
+        vec_rank=np.array([1.0, 2.0, 3.0]),
+        kw_rank=np.array([3.0, 2.0, 1.0]),
+        importance=np.full(3, 0.5),
+        access=np.zeros(3),
+        last=np.full(3, _now()),
+        created=np.full(3, _now()),
+        limit=3,
+        config=SearchConfig(),
+        use_vec=True,
+        use_kw=True,
+        now=_now(),
+        weights=DEFAULT_WEIGHTS,
+        rerank=Tied(),  # type: ignore[arg-type]
+        records=lambda top: [],
+        ids=lambda pos: [ids[int(i)] for i in pos],
+        doc_freq=lambda term: 1,
+        n_docs=3,
+    )
+    assert [s.row for s in scored] == [21, 22, 20]  # m0, m1, m2
+    by_row = {s.row: (s.soft_match, s.speaker_match, s.time_match, s.bm25) for s in scored}
+    assert by_row == {20: (0.9, 1.0, 0.0, 1.0), 21: (0.1, 0.0, 0.0, 2.0), 22: (0.4, 0.0, 1.0, 3.0)}
