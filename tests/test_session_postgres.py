@@ -447,7 +447,8 @@ def test_pending_migrations_run_once_when_workers_open_at_once(
     assert not errors and len(opened) == 4
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM migration_log").fetchone() == (1,)
-        assert conn.execute("SELECT version FROM actormem_sessions_schema").fetchone() == (2,)
+        row = conn.execute("SELECT version FROM actormem_sessions_schema").fetchone()
+        assert row == (len(pgmod.MIGRATIONS),)
     c = Counter()
     assert opened[0].load("old", {"c": c}) and c.value == 8  # data kept across the step
     for s in opened:

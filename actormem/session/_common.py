@@ -22,6 +22,8 @@ import datetime as _dt
 import math
 import os
 import re
+import threading
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -40,6 +42,7 @@ __all__ = [
     "SessionInfo",
     "SessionStorage",
     "SessionStorageError",
+    "SessionVersions",
     "apply_components",
     "decode_document",
     "encode_document",
@@ -94,6 +97,46 @@ class SessionStorageError(SessionError):
     The stored session is unchanged (a save is one transaction: it committed
     whole or not at all); the message names the storage and the cause.
     """
+
+
+class SessionVersions:
+    """What one loader last loaded or saved of each session: its version and row.
+
+    A :class:`~actormem.session.PostgresSession` checks a save against the
+    version the saved state was loaded from.  It keeps one record of its own
+    (used by direct calls); a :class:`~actormem.runtime.MemoryRuntime` keeps
+    another (its ``session_versions``), so two runtimes sharing one storage
+    object are two loaders and the second of two saves from the same loaded
+    version is a conflict.  A record names one incarnation of a session (the
+    row's generation), never only its number: a session deleted and created
+    again is another one.  JSON files have no versions (nothing is recorded).
+    """
+
+    __slots__ = ("_lock", "_seen")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[int, uuid.UUID | None]] = {}
+
+    def version(self, session_id: str) -> int | None:
+        """The version last loaded or saved (0: known absent; None: never seen)."""
+        seen = self.get(session_id)
+        return None if seen is None else seen[0]
+
+    def get(self, session_id: str) -> tuple[int, uuid.UUID | None] | None:
+        """(version, generation) last loaded or saved; None: never seen."""
+        with self._lock:
+            return self._seen.get(session_id)
+
+    def note(self, session_id: str, version: int, generation: uuid.UUID | None) -> None:
+        """Record a load or save (version 0 and no generation: known absent)."""
+        with self._lock:
+            self._seen[session_id] = (version, generation)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            seen = {sid: v for sid, (v, _) in self._seen.items()}
+        return f"SessionVersions({seen!r})"
 
 
 class SessionInfo(msgspec.Struct, frozen=True):

@@ -10,8 +10,11 @@ another format or of a newer schema version raises :class:`SessionError`
 naming the file and the problem, and no component is modified.
 
 Two processes saving the same file: the last rename wins (each file is
-complete).  For several workers sharing sessions, use
-:class:`~actormem.session.PostgresSession`, which detects the conflict.
+complete).  There is no version check of any kind: a writer that loaded a
+session long ago overwrites whatever is there now -- a newer save, or a
+session deleted and created again by someone else -- without an error.
+For several workers sharing sessions, use
+:class:`~actormem.session.PostgresSession`, which detects these conflicts.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ Layout (table name configurable, default ``actormem_sessions``)::
     saved_at        timestamptz
     saved_by        text     -- host:pid of the writer
     save_id         uuid     -- identifies one save (see "faults" below)
+    generation      uuid     -- drawn when the row is created, kept by its saves
 
 and ``<table>_schema`` holding the layout version.  Opening runs the pending
 migrations in one transaction under an advisory lock (two workers starting
@@ -25,8 +26,14 @@ at once migrate once); a layout newer than this actormem is refused.
 default): optimistic concurrency.  Each ``PostgresSession`` remembers, per
 session id, the version it last loaded or saved; a save is one statement
 that writes only if the stored version is still that one
-(``UPDATE ... WHERE version = $expected``, or ``INSERT ... ON CONFLICT DO
-NOTHING`` when it believes the session does not exist yet).  The first
+(``UPDATE ... WHERE version = $expected AND generation = $generation``, or
+``INSERT ... ON CONFLICT DO NOTHING`` when it believes the session does not
+exist yet).  The version alone would not do: a session deleted and created
+again starts at version 1 once more, so a writer remembering version 1 of
+the old row would overwrite the new one (A saves, B deletes, C creates and
+saves, A saves again).  The ``generation`` is drawn afresh with every new
+row and a save must match it too, so a remembered version names one
+incarnation of the row only.  The first
 writer wins; the other gets :class:`SessionConflictError` naming who saved
 meanwhile, and nothing is written.  It continues by loading the session
 again.  A session this object never loaded counts as "should not exist":
@@ -69,6 +76,7 @@ from actormem.session._common import (
     SessionError,
     SessionInfo,
     SessionStorageError,
+    SessionVersions,
     apply_components,
     decode_document,
     encode_document,
@@ -104,6 +112,13 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
         "CREATE INDEX IF NOT EXISTS {t_saved_at} ON {t} (saved_at DESC)",
     ),
+    # 2: the row's generation, so a version can never match another incarnation
+    # of a session (deleted and created again).  Existing rows get one each; the
+    # default also covers a process of the previous layout still inserting.
+    (
+        "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS generation uuid NOT NULL "
+        "DEFAULT gen_random_uuid()",
+    ),
 ]
 #: The layout this actormem writes.
 LAYOUT_VERSION: Final = len(MIGRATIONS)
@@ -117,7 +132,11 @@ _COLUMNS: Final = {
     "saved_at": "timestamp with time zone",
     "saved_by": "text",
     "save_id": "uuid",
+    "generation": "uuid",
 }
+#: Columns a migration adds: a table of an earlier layout (its layout record
+#: lost) may lack them and is still adopted (the migration adds them).
+_ADDED_LATER: Final = frozenset({"generation"})
 
 
 def _import_psycopg() -> Any:
@@ -182,7 +201,7 @@ class PostgresSession:
         self._backend: tuple[int, Any] | None = None
         self._pid = os.getpid()
         self._closed = False
-        self._versions: dict[str, int] = {}
+        self._versions = SessionVersions()
         self._writer = f"{socket.gethostname()}:{os.getpid()}"
         with self._lock:
             self._migrate(self._connection())
@@ -200,7 +219,7 @@ class PostgresSession:
     def version(self, session_id: str) -> int | None:
         """The version this object last loaded or saved (0: known absent; None: never seen)."""
         with self._lock:
-            return self._versions.get(validate_session_id(session_id))
+            return self._versions.version(validate_session_id(session_id))
 
     # -- connection -----------------------------------------------------------------
 
@@ -377,7 +396,11 @@ class PostgresSession:
         problems = []
         if str(relkind) not in ("r", "p"):
             problems.append(f"it is not a table (relkind {relkind!r})")
-        missing = [f"{c} {t}" for c, t in _COLUMNS.items() if found.get(c) != t]
+        missing = [
+            f"{c} {t}"
+            for c, t in _COLUMNS.items()
+            if found.get(c) != t and not (c in _ADDED_LATER and c not in found)
+        ]
         if missing:
             problems.append(f"it lacks the columns {', '.join(missing)}")
         extra = sorted(set(found) - set(_COLUMNS))
@@ -438,12 +461,13 @@ class PostgresSession:
         save_id = uuid.uuid4()
         t0 = time.perf_counter()
         with self._lock:
-            expected = self._versions.get(sid, 0)
+            seen = self._versions.get(sid)
+            expected, generation = (0, None) if seen is None else seen
             row: tuple[Any, ...] | None = None
             for attempt in (1, 2):
                 conn = self._connection()
                 try:
-                    row = self._write(conn, sid, data, expected, save_id)
+                    row = self._write(conn, sid, data, expected, generation, save_id)
                     break
                 except self._pg.Error as exc:
                     lost = self._lost(exc)
@@ -477,9 +501,9 @@ class PostgresSession:
                         ) from None
                     log.warning("session.pg_retry", op="save", session_id=sid, error=self._say(exc))
             if row is None:
-                raise self._conflict(sid, expected)
-            version, saved_at = int(row[0]), float(row[1])
-            self._versions[sid] = version
+                raise self._conflict(sid, expected, generation)
+            version, saved_at = int(row[0]), float(row[2])
+            self._versions.note(sid, version, row[1])
         log.debug(
             "session.saved",
             session_id=sid,
@@ -501,11 +525,13 @@ class PostgresSession:
         sid: str,
         data: bytes,
         expected: int,
+        generation: uuid.UUID | None,
         save_id: uuid.UUID,
     ) -> tuple[Any, ...] | None:
-        """One statement: the new (version, saved_at epoch), or None on a version conflict."""
+        """One statement: the new (version, generation, saved_at epoch), or None on a
+        conflict (the stored version or generation is not the expected one)."""
         sql = self._sql
-        returning = "RETURNING version, extract(epoch FROM saved_at)::float8"
+        returning = "RETURNING version, generation, extract(epoch FROM saved_at)::float8"
         values = (sid, SCHEMA_VERSION, data, len(data), self._writer, save_id)
         insert = (
             "INSERT INTO {t} (session_id, schema_version, document, nbytes, saved_by, save_id, "
@@ -527,23 +553,25 @@ class PostgresSession:
         query = sql.SQL(
             "UPDATE {t} SET version = version + 1, schema_version = %s, document = %b, "
             "nbytes = %s, saved_by = %s, save_id = %s, saved_at = clock_timestamp() "
-            "WHERE session_id = %s AND version = %s " + returning
+            "WHERE session_id = %s AND version = %s AND generation = %s " + returning
         ).format(t=self._t)
-        params = (SCHEMA_VERSION, data, len(data), self._writer, save_id, sid, expected)
+        params = (SCHEMA_VERSION, data, len(data), self._writer, save_id, sid, expected, generation)
         return conn.execute(query, params).fetchone()
 
     def _saved(
         self, conn: psycopg.Connection[Any], sid: str, save_id: uuid.UUID
     ) -> tuple[Any, ...] | None:
         query = self._sql.SQL(
-            "SELECT version, extract(epoch FROM saved_at)::float8 FROM {t} "
+            "SELECT version, generation, extract(epoch FROM saved_at)::float8 FROM {t} "
             "WHERE session_id = %s AND save_id = %s"
         ).format(t=self._t)
         return conn.execute(query, (sid, save_id)).fetchone()
 
-    def _conflict(self, sid: str, expected: int) -> SessionConflictError:
+    def _conflict(
+        self, sid: str, expected: int, generation: uuid.UUID | None
+    ) -> SessionConflictError:
         query = self._sql.SQL(
-            "SELECT version, saved_by, saved_at FROM {t} WHERE session_id = %s"
+            "SELECT version, saved_by, saved_at, generation FROM {t} WHERE session_id = %s"
         ).format(t=self._t)
         row = self._run(
             "reading a conflict", lambda c: c.execute(query, (sid,)).fetchone(), retry=True
@@ -564,6 +592,13 @@ class PostgresSession:
                     "this worker has not loaded it; nothing was written (load it first to "
                     "continue it, or use on_conflict='overwrite' for last-writer-wins)"
                 )
+            elif row[3] != generation:
+                message = (
+                    f"{where} was deleted and created again by another writer since this "
+                    f"worker loaded or saved version {expected} of the deleted one (the stored "
+                    f"session is another: version {stored}, saved by {by} at {when}); nothing "
+                    "was written (load it again to continue from the stored version)"
+                )
             else:
                 message = (
                     f"{where} was saved by another writer ({by} at {when}, now version "
@@ -579,15 +614,15 @@ class PostgresSession:
 
     # -- reading --------------------------------------------------------------------
 
-    def _fetch(self, sid: str) -> tuple[int, bytes] | None:
-        query = self._sql.SQL("SELECT version, document FROM {t} WHERE session_id = %s").format(
-            t=self._t
-        )
+    def _fetch(self, sid: str) -> tuple[int, uuid.UUID, bytes] | None:
+        query = self._sql.SQL(
+            "SELECT version, generation, document FROM {t} WHERE session_id = %s"
+        ).format(t=self._t)
 
-        def op(conn: psycopg.Connection[Any]) -> tuple[int, bytes] | None:
+        def op(conn: psycopg.Connection[Any]) -> tuple[int, uuid.UUID, bytes] | None:
             with conn.cursor(binary=True) as cur:
                 row = cur.execute(query, (sid,)).fetchone()
-            return None if row is None else (int(row[0]), bytes(row[1]))
+            return None if row is None else (int(row[0]), row[1], bytes(row[2]))
 
         return self._run(f"reading session {sid!r}", op, retry=True)
 
@@ -613,7 +648,7 @@ class PostgresSession:
         if found is None:
             raise SessionError(f"session {sid!r} not found ({self.location(sid)})")
         components: dict[str, Any] = decode_document(
-            found[1], self._where(sid), DOC_DECODER
+            found[2], self._where(sid), DOC_DECODER
         ).components
         return components
 
@@ -652,13 +687,13 @@ class PostgresSession:
             if found is None:
                 if not allow_missing:
                     raise SessionError(f"session {sid!r} not found ({self.location(sid)})")
-                self._versions[sid] = 0
+                self._versions.note(sid, 0, None)
                 return False
-            version, data = found
+            version, generation, data = found
             where = self._where(sid)
             doc: RawDocument = decode_document(data, where, RAW_DOC_DECODER)
             apply_components(where, doc.components, components, strict=strict)
-            self._versions[sid] = version
+            self._versions.note(sid, version, generation)
             return True
 
     def list(self) -> list[SessionInfo]:
@@ -693,5 +728,5 @@ class PostgresSession:
                 lambda c: c.execute(query, (sid,)).fetchone() is not None,
                 retry=True,
             )
-            self._versions[sid] = 0
+            self._versions.note(sid, 0, None)
         return gone
