@@ -759,9 +759,7 @@ class MemoryHost:
             return False
         if self._buffer.connected():  # a subscriber is listening: the agent stays
             return False
-        self._rt.flush()
-        self._mark_released()
-        self._save()
+        self._save_all("release")
         log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)
         self._close()
         _exit_if_actor()
@@ -780,11 +778,25 @@ class MemoryHost:
         self._watch_stop.set()
         self._rt.close(timeout)
 
+    def _save_all(self, name: str, timeout: float | None = 120) -> str:
+        """Flush and save the session, recording this incarnation as released.
+
+        A superseded incarnation (a newer one took the agent over: its session
+        save or one of its store writes was refused) saves nothing and ends
+        with :class:`AgentRestartedError`, as any call of it does.
+        """
+        self._check_expect(None, name)
+        try:
+            self._rt.flush(timeout)
+            self._mark_released()
+            return self._save()
+        except Exception:
+            self._refused_by_store(name)  # the store's fence refused the flush: superseded
+            raise
+
     def shutdown(self, timeout: float | None = 120) -> str:
         """Flush, save the session and close the runtime; answer where it was saved."""
-        self._rt.flush(timeout)
-        self._mark_released()
-        where = self._save()
+        where = self._save_all("shutdown", timeout)
         self._close(timeout)
         return where
 

@@ -316,3 +316,18 @@ def test_a_take_over_starts_past_a_fence_left_ahead_of_the_session(
     assert again._epoch == 8
     again.call("save_fact", ("drink", "tea"), {}, None, False)
     assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
+
+
+@pytest.mark.parametrize("ending", ["stop", "shutdown"])
+def test_a_stale_incarnations_stop_saves_nothing_and_says_it_was_superseded(
+    url: str, hosts: list[MemoryHost], ending: str
+) -> None:
+    old = _cut_off(url, hosts)
+    old.call("record", ([Msg.user("stale turn about zanzibar")],), {}, None, False)
+    old.call("add", (Msg.user("stale message"),), {}, None, False)
+    with pytest.raises(AgentRestartedError, match="superseded"):
+        getattr(old, ending)(30)  # its flush meets the store's fence: not a RecordingError
+    assert not any("zanzibar" in c for c in _stored(url))
+    again = MemoryHost(spec(url))  # the current incarnation's session is untouched
+    hosts.append(again)
+    assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
