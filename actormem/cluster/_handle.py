@@ -52,6 +52,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from actormem.cluster._calls import ASYNC_TWINS, CALLS, HOST_CALLS, NOT_FORWARDED, Call
+from actormem.cluster._capacity import wait_started
 from actormem.cluster._events import GROUP, EventPump
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import (
@@ -162,6 +163,7 @@ class RemoteRuntime:
         idle_release: float | None = None,
         max_restarts: int = -1,
         failover_timeout: float = 120.0,
+        start_timeout: float = 120.0,
         actor_options: Mapping[str, Any] | None = None,
         adopt_session: bool = False,
         **options: Any,
@@ -189,8 +191,13 @@ class RemoteRuntime:
                 of the agent, as ``write_through`` (a second connect must ask
                 for the same).
             failover_timeout: how long this handle's calls wait for a
-                restarted actor (the handle's own: each handle may wait
-                another time).
+                restarted (or re-created, after an idle release) actor, a
+                node with room for it included (the handle's own: each
+                handle may wait another time).
+            start_timeout: how long this connect waits for a node with room
+                for a new actor (nodes bounded by Ray resources the agent
+                asks for in ``actor_options``; see ``_capacity``); an actor
+                that has a process and is starting is waited for regardless.
             actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
                 ``scheduling_strategy``, ``resources``, ...); not those the
                 handle sets (``name``, ``namespace``, ``lifetime``,
@@ -215,22 +222,29 @@ class RemoteRuntime:
                 runs with other settings (each one named).
             ClusterError: Ray is not connected, or the actor could not start
                 (Ray's error, holding the actor's traceback, is the cause; a
-                refusal of the agent's settings is a ClusterConfigError).
+                refusal of the agent's settings is a ClusterConfigError), or
+                no node had room for it within ``start_timeout`` (the message
+                names what it asks for and what is free; the pending actor is
+                removed, so the next connect starts afresh).
         """
         ray = _ray()
         if not ray.is_initialized():
             raise ClusterError(
                 "RemoteRuntime.connect needs a Ray connection: call ray.init(address=...) first"
             )
-        if (
-            not isinstance(failover_timeout, int | float)
-            or isinstance(failover_timeout, bool)
-            or not 0 < failover_timeout <= 86_400
+        for arg, value in (
+            ("failover_timeout", failover_timeout),
+            ("start_timeout", start_timeout),
         ):
-            raise ClusterConfigError(
-                "RemoteRuntime.connect(failover_timeout=...) must be seconds from 0 to a day, "
-                f"got {failover_timeout!r}"
-            )
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 < value <= 86_400
+            ):
+                raise ClusterConfigError(
+                    f"RemoteRuntime.connect({arg}=...) must be seconds from 0 to a day, "
+                    f"got {value!r}"
+                )
         spec = make_spec(
             session_id,
             namespace,
@@ -249,7 +263,7 @@ class RemoteRuntime:
             "failover_timeout": float(failover_timeout),
             "actor_options": check_actor_options(actor_options),
         }
-        actor, info = _reach(spec, connect)
+        actor, info = _reach(spec, connect, float(start_timeout))
         return cls(actor, spec, info, connect)
 
     @classmethod
@@ -675,13 +689,14 @@ class RemoteRuntime:
             self._reach_again()
         while True:
             try:
-                return self._get(send())
+                return self._get(self._bounded(send(), deadline, name))
             except AgentRestartedError:
                 self._restarted()
                 raise
             except lost as exc:
                 last = exc
             if time.monotonic() >= deadline:
+                self._bounded(None, deadline, name)  # says so if it waits for room
                 raise ClusterError(
                     f"the agent {self.session_id!r} did not come back within "
                     f"{self._connect_args['failover_timeout']}s for {name}(): {last}"
@@ -689,6 +704,19 @@ class RemoteRuntime:
             time.sleep(pause)  # Ray gives no event for "restarted"; back off, bounded
             pause = min(pause * 2, _MAX_BACKOFF)
             self._reach_again()
+
+    def _bounded(self, ref: Any, deadline: float, name: str) -> Any:
+        """``ref``, once answered or once the actor has a process; by the deadline, a
+        :class:`ClusterError` if it still waits for a node with room (``_capacity``).
+        With ``ref`` None: only that check, now."""
+        what = (
+            f"did not come back for {name}() within "
+            f"failover_timeout={self._connect_args['failover_timeout']:g}s"
+        )
+        wait_started(
+            ref, self._actor, self._spec, self._connect_args["actor_options"], deadline, what
+        )
+        return ref
 
     def _session_op(self, method: str, *args: Any) -> Any:
         """A session save or load of ``RemoteSessions``, checked like a call.
@@ -770,7 +798,9 @@ def _get_or_create(spec: AgentSpec, connect: Mapping[str, Any]) -> Any:
 _CONNECT_TRIES = 5
 
 
-def _reach(spec: AgentSpec, connect: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _reach(
+    spec: AgentSpec, connect: Mapping[str, Any], start_timeout: float
+) -> tuple[Any, dict[str, Any]]:
     """Get or create the agent's actor and describe it: ``(actor, its description)``.
 
     Ray's get-or-create can hand back an actor that is ending -- released
@@ -778,17 +808,23 @@ def _reach(spec: AgentSpec, connect: Mapping[str, Any]) -> tuple[Any, dict[str, 
     ``describe`` -- which then fails without having run.  That actor is
     looked up (or created) again, up to ``_CONNECT_TRIES`` times; an actor
     whose start failed (its ``__init__`` raised) is not: that error is
-    raised at once (:func:`creation_error`, Ray's error as the cause).
+    raised at once (:func:`creation_error`, Ray's error as the cause).  An
+    actor that waits for a node with room is waited for up to
+    ``start_timeout`` (``_capacity.wait_started``).
 
     Raises:
         ClusterConfigError, ClusterError: as :meth:`RemoteRuntime.connect`.
     """
     ray = _ray()
     last: BaseException | None = None
+    deadline = time.monotonic() + start_timeout
+    what = f"could not start within start_timeout={start_timeout:g}s"
     for attempt in range(_CONNECT_TRIES):
         actor = _get_or_create(spec, connect)
         try:
-            info: dict[str, Any] = ray.get(actor.describe.remote(spec))
+            ref = actor.describe.remote(spec)
+            wait_started(ref, actor, spec, connect["actor_options"], deadline, what)
+            info: dict[str, Any] = ray.get(ref)
         except ray.exceptions.RayTaskError as exc:
             raise _unwrapped(exc) from None
         except ray.exceptions.RayActorError as exc:

@@ -153,8 +153,13 @@ def run_isolated(
     )
 
 
-def start_cluster(tmp: str, workers: int = 1) -> tuple[Any, list[Any]]:
+def start_cluster(
+    tmp: str, workers: int = 1, resources: Mapping[str, float] | None = None
+) -> tuple[Any, list[Any]]:
     """Start a head and ``workers`` worker nodes and connect this process (in the namespace).
+
+    Args:
+        resources: custom Ray resources every node has (a capacity agents can ask for).
 
     Returns:
         The ``ray.cluster_utils.Cluster`` and its worker nodes.
@@ -169,9 +174,10 @@ def start_cluster(tmp: str, workers: int = 1) -> tuple[Any, list[Any]]:
             "temp_dir": tmp,
             "include_dashboard": False,
             "_system_config": FAST_HEALTH,
+            "resources": dict(resources or {}),
         },
     )
-    nodes = [cluster.add_node(**NODE) for _ in range(workers)]
+    nodes = [cluster.add_node(**NODE, resources=dict(resources or {})) for _ in range(workers)]
     ray.init(address=cluster.address, logging_level=logging.WARNING)
     cluster.wait_for_nodes()
     return cluster, nodes

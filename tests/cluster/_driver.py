@@ -32,7 +32,9 @@ import ray
 
 from actormem.agent import ReActAgent
 from actormem.cluster import RAY_NAMESPACE, RemoteRuntime, actor_name
+from actormem.cluster._capacity import _no_process, _state
 from actormem.cluster._sandbox import kill_node, on_node, start_cluster
+from actormem.cluster._spec import make_spec
 from actormem.events import MessageAdded
 from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
@@ -44,6 +46,9 @@ ALICE = Namespace(user_id="alice", agent_id="helper")
 BOB = Namespace(user_id="bob", agent_id="helper")
 #: A query holding this word blocks in the actor (see GatedEmbedder).
 GATE = "gatedquery"
+#: Every node holds one agent that asks for this Ray resource (the capacity scenario).
+SLOT = "agent"
+BOUNDED = {"resources": {SLOT: 1}}
 
 
 class GatedEmbedder(HashEmbedder):
@@ -114,6 +119,86 @@ def wait_released(rt: RemoteRuntime) -> None:
         time.sleep(0.1)
 
 
+def until(what: str, check: Any, seconds: float = 60) -> None:
+    """Until ``check()`` holds (Ray's GCS gives no event for an actor's state: poll, bounded)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {seconds} s")
+        time.sleep(0.05)
+
+
+def pending(session: str, ns: Namespace) -> bool:
+    """Whether the agent's actor exists and waits for a node with room (no process yet)."""
+    name = actor_name(make_spec(session, ns, None, None, False, {}, None))
+    try:
+        actor = ray.get_actor(name, namespace=RAY_NAMESPACE)
+    except ValueError:
+        return False
+    return _no_process(actor)[0]
+
+
+def named(session: str, ns: Namespace) -> bool:
+    """Whether an actor of that agent exists (pending or running)."""
+    name = actor_name(make_spec(session, ns, None, None, False, {}, None))
+    try:
+        ray.get_actor(name, namespace=RAY_NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+PAT, PIA, PEG, POL = (Namespace(user_id=u) for u in ("pat", "pia", "peg", "pol"))
+
+
+def capacity(pg: str, node_names: dict[str, str], out: dict[str, Any]) -> list[RemoteRuntime]:
+    """Nodes that hold one agent each (Ray resource SLOT): placement, a connect that waits
+    for an idle release, one that times out, a reload that finds no room.
+
+    Returns the two agents left holding both nodes' room (for the restart scenario).
+    """
+    p1 = agent("p1", PAT, pg, actor_options=BOUNDED, idle_release=0.5, failover_timeout=1.5)
+    p1.add(Msg.user("kept by the release"))
+    # a subscriber keeps the idle agent resident (the release waits for it to go)
+    held = p1.events.subscribe(on_next=lambda e: None)
+    p2 = agent("p2", PIA, pg, actor_options=BOUNDED)
+    first = {"p1": p1.where(), "p2": p2.where()}
+    out["first_two"] = sorted(node_names.get(w["node_id"], "?") for w in first.values())
+    # both nodes full: a third agent's connect waits for room
+    got: list[Any] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(
+            error_of(lambda: got.append(agent("p3", PEG, pg, actor_options=BOUNDED)))
+        ),
+        daemon=True,
+    )
+    waiter.start()
+    until("p3 pending", lambda: pending("p3", PEG))
+    out["p3_waiting_while_full"] = waiter.is_alive() and not got
+    held.dispose()
+    p1.size()  # the last call: the release follows idle_release after it
+    waiter.join(120)
+    p3 = got[0] if got and isinstance(got[0], RemoteRuntime) else None
+    out["p3_connect"] = got[-1] if got else {"type": "hung", "message": "", "cause": None}
+    out["p1_process_exited"] = exited(first["p1"]["pid"])
+    out["p3_node_was_p1s"] = p3 is not None and p3.where()["node_id"] == first["p1"]["node_id"]
+    # still full, nobody idle: a connect gives up at start_timeout, naming the resource
+    t = time.monotonic()
+    out["p4_connect"] = error_of(
+        lambda: agent("p4", POL, pg, actor_options=BOUNDED, start_timeout=1.0)
+    )
+    out["p4_failed_after_s"] = time.monotonic() - t
+    out["p4_left_behind"] = named("p4", POL)
+    out["infeasible"] = error_of(
+        lambda: agent("p5", POL, pg, actor_options={"resources": {"gpu": 1}}, start_timeout=0.5)
+    )
+    # the released agent's next call re-creates it; no room: failover_timeout, then the error
+    out["p1_reload_full"] = error_of(p1.messages)
+    out["p1_left_behind"] = named("p1", PAT)
+    assert p3 is not None, out["p3_connect"]
+    return [p2, p3]
+
+
 def texts(rt: RemoteRuntime) -> list[str]:
     return [m.text for m in rt.messages()]
 
@@ -152,8 +237,9 @@ def main(pg: str, out: str, tmp: str) -> None:
         res["phases"][phase] = round(now - last[0], 1)
         last[0] = now
 
-    cluster, (worker,) = start_cluster(tmp)
+    cluster, (worker,) = start_cluster(tmp, resources={SLOT: 1})
     head_id = cluster.head_node.node_id
+    node_names = {head_id: "head", worker.node_id: "worker"}
     res["cluster_up_s"] = time.monotonic() - t0
     res["nodes"] = sum(1 for n in ray.nodes() if n["Alive"])
     mark("cluster up")
@@ -163,6 +249,19 @@ def main(pg: str, out: str, tmp: str) -> None:
         lambda: RemoteRuntime.connect("dk", store=f"{tmp}/m.duckdb", sessions=pg)
     )
     res["refused_json_sessions"] = error_of(lambda: RemoteRuntime.connect("js", store=pg))
+
+    # -- capacity: one bounded agent per node; beside the scenarios up to the kill --------
+    res["capacity"] = {}
+    bounded: list[RemoteRuntime] = []
+
+    def run_capacity() -> None:
+        try:
+            bounded.extend(capacity(pg, node_names, res["capacity"]))
+        except Exception as exc:  # recorded, asserted on by the test
+            res["capacity"]["failed"] = f"{type(exc).__name__}: {exc}"
+
+    capacity_thread = threading.Thread(target=run_capacity, daemon=True)
+    capacity_thread.start()
 
     # -- an idle agent (on the head): released while the other scenarios run -----------
     tool_runs = os.path.join(tmp, "dave-tool-runs")
@@ -288,10 +387,21 @@ def main(pg: str, out: str, tmp: str) -> None:
     alice.flush()  # acknowledged: must survive
     alice.add(Msg.user("unacknowledged"))  # not acknowledged
     res["alice_dirty"] = not alice.acknowledged
+    capacity_thread.join(180)
+    res["capacity_done"] = not capacity_thread.is_alive()
     mark("read in flight")
     res["read_unanswered_at_kill"] = not answers and reader.is_alive()
     t = time.monotonic()
+    bounded_on = {node_names.get(b.where()["node_id"], "?"): b for b in bounded}
     kill_node(cluster, worker)
+    # the bounded agent of the dead worker restarts only where there is room: none yet
+    moved: list[Any] = []
+    movers = threading.Thread(
+        target=lambda: moved.append(error_of(lambda: moved.append(texts(bounded_on["worker"])))),
+        daemon=True,
+    )
+    if len(bounded_on) == 2:
+        movers.start()
     res["after_kill_first_call"] = error_of(alice.messages)
     res["failover_s"] = time.monotonic() - t
     reader.join(120)
@@ -338,6 +448,28 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["gina_after_stop"] = error_of(
         lambda: ray.get_actor(actor_name(gina_mem._spec), namespace=RAY_NAMESPACE)
     )
+    if len(bounded_on) == 2:
+        cap = res["capacity"]
+        w = bounded_on["worker"]
+        until("the bounded agent restarting", lambda: _state(w._actor)[0] == "RESTARTING")
+        cap["restarting_state"] = _state(w._actor)
+        cap["restarting_no_room"] = _no_process(w._actor, {SLOT: 1})[0]
+        cap["restart_waits_for_room"] = movers.is_alive() and not moved
+        bounded_on["head"].stop()  # room on the head
+        movers.join(120)
+        cap["restart_call"] = moved[-1] if moved else {"type": "hung"}
+        cap["restarted_on"] = node_names.get(w.where()["node_id"], "?")
+        w.stop()
+        # room again: the agent whose reload found none comes back with what it had
+        cap["p1_after_room"] = error_of(
+            lambda: cap.update(
+                p1_texts=texts(
+                    agent(
+                        "p1", PAT, pg, actor_options=BOUNDED, idle_release=0.5, failover_timeout=1.5
+                    )
+                )
+            )
+        )
 
     # -- the agent's events reach a subscriber in this (another) process, in order ------
     # (carol, back after the failover: no new actor process for it)

@@ -266,3 +266,60 @@ def test_stopping_or_releasing_an_agent_frees_its_process(run: dict[str, Any]) -
     # what makes idle_release and stop() free a node's memory: the actor's process exits
     assert run["stopped_process_exited"]
     assert run["released_process_exited"]
+
+
+# -- capacity and placement: each node holds one agent that asks for Ray resource "agent" --
+
+
+def test_bounded_agents_spread_over_the_nodes_with_room(run: dict[str, Any]) -> None:
+    cap = run["capacity"]
+    assert "failed" not in cap, cap
+    assert cap["first_two"] == ["head", "worker"]  # one per node: the second went where room was
+
+
+def test_a_connect_to_a_full_cluster_waits_for_an_idle_release(run: dict[str, Any]) -> None:
+    cap = run["capacity"]
+    assert cap["p3_waiting_while_full"]  # pending while the idle agent was held by a subscriber
+    assert cap["p3_connect"]["type"] == "none", cap["p3_connect"]
+    assert cap["p1_process_exited"]
+    assert cap["p3_node_was_p1s"]  # it took the room the release freed
+
+
+def test_a_connect_that_finds_no_room_in_time_fails_naming_the_resource(
+    run: dict[str, Any],
+) -> None:
+    cap = run["capacity"]
+    refused = cap["p4_connect"]
+    assert refused["type"] == "ClusterError", refused
+    assert "'p4' could not start within start_timeout=1s" in refused["message"]
+    assert "no node has room" in refused["message"]
+    assert "agent 1: 0 of 2 free in the cluster" in refused["message"]
+    assert not cap["p4_left_behind"]  # no pending actor keeps the name: the next connect is new
+    # a resource no node has: said so (Ray keeps such an actor pending for an autoscaler)
+    assert cap["infeasible"]["type"] == "ClusterError", cap["infeasible"]
+    assert "gpu 1: no node has that much (infeasible" in cap["infeasible"]["message"]
+
+
+def test_a_released_agents_reload_that_finds_no_room_fails_and_loses_nothing(
+    run: dict[str, Any],
+) -> None:
+    cap = run["capacity"]
+    refused = cap["p1_reload_full"]
+    assert refused["type"] == "ClusterError", refused
+    assert (
+        "failover_timeout=1.5s" in refused["message"] and "no node has room" in refused["message"]
+    )
+    assert not cap["p1_left_behind"]
+    # once there is room again, it comes back with what its release saved
+    assert cap["p1_after_room"]["type"] == "none", cap["p1_after_room"]
+    assert cap["p1_texts"] == ["kept by the release"]
+
+
+def test_a_restarted_agent_waits_for_room_and_goes_where_there_is_some(
+    run: dict[str, Any],
+) -> None:
+    cap = run["capacity"]
+    assert cap["restart_waits_for_room"], cap  # its node died; the head was full
+    assert cap["restarting_no_room"]  # what names the cause if failover_timeout ends first
+    assert cap["restart_call"]["type"] == "none", cap["restart_call"]
+    assert cap["restarted_on"] == "head"

@@ -113,6 +113,7 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Ray]:
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True}])
     monkeypatch.setattr(ray, "get", _get)
+    monkeypatch.setattr(ray, "wait", lambda refs, **_: (list(refs), []))  # answered as sent
     monkeypatch.setattr(ray, "get_actor", fake.get_actor)
     monkeypatch.setattr(handle_module, "_get_or_create", fake.get_or_create)
     monkeypatch.setattr(RemoteRuntime, "_get", lambda self, ref: _get(ref))
