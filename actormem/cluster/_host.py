@@ -165,6 +165,8 @@ class MemoryHost:
         self._superseded: int | None = None
         self._closed = False
         self._watch_stop = threading.Event()
+        #: the last release was refused because a subscriber was connected
+        self._held = False
         kwargs: dict[str, Any] = dict(spec.options)
         if spec.store is not None:
             kwargs["store"] = spec.store
@@ -738,8 +740,9 @@ class MemoryHost:
         asked = 0.0
         while not self._watch_stop.wait(period):
             idle = time.monotonic() - self._last_call
-            if idle >= seconds and asked != self._last_call:
-                asked = self._last_call
+            # asked again while a subscriber held the agent: it may have gone since
+            if idle >= seconds and (asked != self._last_call or self._held):
+                asked, self._held = self._last_call, False
                 try:
                     import ray
 
@@ -758,6 +761,7 @@ class MemoryHost:
         if seconds is None or time.monotonic() - self._last_call < seconds or self._closed:
             return False
         if self._buffer.connected():  # a subscriber is listening: the agent stays
+            self._held = True  # the watcher asks again: released once nobody listens
             return False
         self._save_all("release")
         log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)

@@ -168,15 +168,16 @@ def capacity(pg: str, node_names: dict[str, str], out: dict[str, Any]) -> list[R
     got: list[Any] = []
     waiter = threading.Thread(
         target=lambda: got.append(
-            error_of(lambda: got.append(agent("p3", PEG, pg, actor_options=BOUNDED)))
+            error_of(
+                lambda: got.append(agent("p3", PEG, pg, actor_options=BOUNDED, start_timeout=60))
+            )
         ),
         daemon=True,
     )
     waiter.start()
     until("p3 pending", lambda: pending("p3", PEG))
     out["p3_waiting_while_full"] = waiter.is_alive() and not got
-    held.dispose()
-    p1.size()  # the last call: the release follows idle_release after it
+    held.dispose()  # no call after it: the release follows once nobody listens
     waiter.join(120)
     p3 = got[0] if got and isinstance(got[0], RemoteRuntime) else None
     out["p3_connect"] = got[-1] if got else {"type": "hung", "message": "", "cause": None}
