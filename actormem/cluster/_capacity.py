@@ -108,9 +108,14 @@ def no_room(spec: AgentSpec, wanted: Mapping[str, float], what: str, state: str)
             )
     asks = "; ".join(parts) if parts else "no resources (Ray could not place it)"
     doing = "restarting (its node was lost)" if state == "RESTARTING" else "pending"
+    remedy = (
+        "start nodes that have it (ray start --resources=... / --num-gpus) or ask for less"
+        if "infeasible" in asks
+        else "an agent's idle release or stop() frees its share"
+    )
     return (
         f"the agent {spec.session_id!r} {what}: its actor is {doing}, no node has room for it "
-        f"({asks}); an agent's idle release or stop() frees its share"
+        f"({asks}); {remedy}"
     )
 
 

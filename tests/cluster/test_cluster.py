@@ -298,6 +298,7 @@ def test_a_connect_that_finds_no_room_in_time_fails_naming_the_resource(
     # a resource no node has: said so (Ray keeps such an actor pending for an autoscaler)
     assert cap["infeasible"]["type"] == "ClusterError", cap["infeasible"]
     assert "gpu 1: no node has that much (infeasible" in cap["infeasible"]["message"]
+    assert "start nodes that have it" in cap["infeasible"]["message"]
 
 
 def test_a_released_agents_reload_that_finds_no_room_fails_and_loses_nothing(
