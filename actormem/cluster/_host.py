@@ -708,7 +708,8 @@ class MemoryHost:
         import ray
 
         return {
-            "node_id": ray.get_runtime_context().get_node_id(),
+            # outside an actor (a test's host) None: get_runtime_context would start Ray
+            "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None,
             "pid": os.getpid(),
             "rss_bytes": psutil.Process().memory_info().rss,
             "incarnation": self.incarnation,
@@ -746,6 +747,8 @@ class MemoryHost:
                 try:
                     import ray
 
+                    if not ray.is_initialized():  # not in an actor: never let Ray start one
+                        continue  # (get_runtime_context would ray.init() on the host network)
                     me = ray.get_runtime_context().current_actor
                     me.release_if_idle.remote()
                 except Exception as exc:  # the watcher must not die: try again later
