@@ -89,11 +89,14 @@ class PgConnections:
                 try:
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 except self._pg.Error as exc:
-                    raise StoreError(
-                        f"database {self.url} has no pgvector extension and this login cannot "
-                        f"enable it ({self._say(exc)}); run CREATE EXTENSION vector as its "
-                        "owner or a superuser"
-                    ) from None
+                    # another process enabled it at the same moment (IF NOT EXISTS is not
+                    # atomic: the loser's insert fails on pg_extension's unique name)
+                    if not self._vector_installed(conn):
+                        raise StoreError(
+                            f"database {self.url} has no pgvector extension and this login "
+                            f"cannot enable it ({self._say(exc)}); run CREATE EXTENSION vector "
+                            "as its owner or a superuser"
+                        ) from None
             self._register_vector(conn)
             _, version = ensure_schema(conn, self._dim, self.url)
             if version >= FEED_VERSION:  # the change feed's hard deletes (_pg_feed)
@@ -102,6 +105,10 @@ class PgConnections:
             raise StoreError(f"cannot set up the store in {self.url}: {self._say(exc)}") from None
         finally:
             conn.close()
+
+    def _vector_installed(self, conn: Any) -> bool:
+        row = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
+        return row is not None
 
     def _new_pool(self) -> Any:
         def configure(conn: Any) -> None:
