@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import gc
 import os
 import sys
 import threading
@@ -75,6 +76,17 @@ class _Watch:
         self._clocks: dict[int, int] = {}
         self._local = threading.local()
         self._thread = threading.Thread(target=self._run, name="lag-probe", daemon=True)
+        self.collections: list[tuple[float, float, int, str]] = []  # start, end, generation
+        self._gc_start = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        """``gc.callbacks``: when the collector ran, how long, which generation, where."""
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_start = now
+        else:
+            where = threading.current_thread().name
+            self.collections.append((self._gc_start, now, info["generation"], where))
 
     def _cpu(self, tid: int) -> float:
         clk = self._clocks.get(tid)
@@ -116,9 +128,11 @@ class _Watch:
     def start(self) -> None:
         self._thread.start()
         _pace._observer = self.observe
+        gc.callbacks.append(self._on_gc)
 
     def stop(self) -> None:
         _pace._observer = None
+        gc.callbacks.remove(self._on_gc)
         self._stop.set()
         self._thread.join()
 
@@ -156,10 +170,13 @@ def probe(
     result, ticks = asyncio.run(_run(n, mode, watch))
     main = threading.main_thread().ident
     times = [s[0] for s in watch.samples]
-    late = [(a, b) for a, b in ticks if (b - a - 0.001) * 1000 > threshold_ms]
+    # Only the ticks --loop-lag counts: those of the work, after the open.
+    w0, w1 = result.get("work_span", (float("-inf"), float("inf")))
+    late = [(a, b) for a, b in ticks if (b - a - 0.001) * 1000 > threshold_ms and w0 <= b <= w1]
     by_code: collections.defaultdict[tuple[str, str], float] = collections.defaultdict(float)
     seen_in: collections.Counter[tuple[str, str]] = collections.Counter()
     starved = 0
+    worst: list[tuple[float, float, list[tuple[float, str, str]]]] = []
     for t0, t1 in late:
         i = bisect.bisect_right(times, t0 + 0.001) - 1
         j = bisect.bisect_left(times, t1)
@@ -168,6 +185,7 @@ def probe(
         before, after = watch.samples[i][1], watch.samples[j][1]
         window = (watch.samples[j][0] - watch.samples[i][0]) * 1000
         used = 0.0
+        threads: list[tuple[float, str, str]] = []
         for tid, (cpu, _stack) in after.items():
             ms = (cpu - before.get(tid, (cpu, ()))[0]) * 1000
             if ms < 0.3:
@@ -178,8 +196,14 @@ def probe(
             key = (_kind(watch.names.get(tid, str(tid)), tid == main), code[0][0] if code else "?")
             by_code[key] += ms
             seen_in[key] += 1
+            threads.append((ms, *key))
         if used < window / 4:
             starved += 1
+        for a, b, gen, where in watch.collections:
+            if a < t1 and b > t0 and b - a > 0.0005:
+                kind = _kind(where, where == "MainThread")
+                threads.append(((b - a) * 1000, kind, f"gc gen{gen}"))
+        worst.append(((t1 - t0 - 0.001) * 1000, (t0 - w0) * 1000, sorted(threads, reverse=True)))
     lag_rows = [
         [kind, code, round(ms, 1), seen_in[(kind, code)]]
         for (kind, code), ms in sorted(by_code.items(), key=lambda kv: -kv[1])[:top]
@@ -191,6 +215,17 @@ def probe(
     )
     for kind, code, ms, windows in lag_rows:
         print(f"  {ms:8.1f} ms in {windows:4d} windows  {kind:28s} {code}")
+    worst.sort(key=lambda w: -w[0])
+    slow_gc = sorted(((b - a) * 1000, g, w) for a, b, g, w in watch.collections if b - a > 0.002)
+    print(
+        f"\ngarbage collections: {len(watch.collections)}; longer than 2 ms: "
+        + (", ".join(f"gen{g} {ms:.1f} ms ({w})" for ms, g, w in slow_gc[::-1][:top]) or "none")
+    )
+    print(f"\nthe {min(top, len(worst))} latest ticks of the work (ms after its start):")
+    for lag, at, threads in worst[:top]:
+        print(f"  {lag:6.1f} ms late at +{at:7.1f} ms")
+        for ms, kind, code in threads[:4]:
+            print(f"      {ms:6.1f} ms CPU  {kind:26s} {code}")
     stretch_rows = []
     for tid, a, b, cpu, start, end in sorted(watch.stretches, key=lambda s: -s[3])[:top]:
         i, j = bisect.bisect_left(times, a), bisect.bisect_right(times, b)
@@ -217,6 +252,10 @@ def probe(
         "late_ticks": len(late),
         "ticks": len(ticks),
         "starved_windows": starved,
+        "worst_ticks": [
+            {"late_ms": round(lag, 2), "at_ms": round(at, 1), "threads": threads[:4]}
+            for lag, at, threads in worst[:top]
+        ],
         "by_code_ms": [
             dict(zip(("thread", "code", "cpu_ms", "windows"), r, strict=True)) for r in lag_rows
         ],

@@ -219,6 +219,7 @@ async def _loop_lag(n: int, mode: str) -> dict[str, Any]:
             filler = "The build log says: " + "step ok; " * 60
             async with rt:
                 start = len(lags)
+                out["work_span"] = [time.perf_counter()]
                 batch: list[Msg] = []
                 for i in range(n):
                     m = Msg.user(f"{filler} message {i}") if i % 2 else Msg.assistant(f"ok {i}")
@@ -231,6 +232,7 @@ async def _loop_lag(n: int, mode: str) -> dict[str, Any]:
                         await asyncio.sleep(0)  # an application yields now and then
                 await rt.aretrieve("what did the build log say?")
                 await rt.aflush()
+                out["work_span"].append(time.perf_counter())
                 work = lags[start:] or [0.0]
                 out["work"] = summary(work) | {"max": max(work)}
     stop.set()
