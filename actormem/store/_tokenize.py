@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actormem._pace import pace
+from actormem._pace import pace, pieces
 from actormem.store._types import MemoryRecord
 
 __all__ = ["MAX_TERM_CHARS", "STOPWORDS", "Prepared", "prepare", "tokenize"]
@@ -249,10 +249,14 @@ def _prepare_one(text: str) -> Prepared:
     (~50 us against ~10 us here); the result is the same, field for field.
     """
     tf: dict[str, int] = {}
-    for word in _TOKEN_RE.findall(text.casefold()):
-        term = _TERMS[word]
-        if term:
-            tf[term] = tf.get(term, 0) + 1
+    # A long text slice by slice (cut at spaces: the same words), pacing
+    # between: one findall and one Python loop over an offloaded
+    # conversation's 343k characters held the loop 10-20 ms.
+    for piece in pieces(text):
+        for word in _TOKEN_RE.findall(piece.casefold()):
+            term = _TERMS[word]
+            if term:
+                tf[term] = tf.get(term, 0) + 1
     terms = list(tf)  # in order of first occurrence, as the batch path numbers them
     counts = list(tf.values())
     n = len(terms)
