@@ -43,13 +43,13 @@ from actormem.store._commits import CommitRecord
 from actormem.store._duckdb_rows import (
     HISTORY_HEAD,
     INSERT_HEAD,
-    LITERAL_INSERTS,
     SMALL_BATCH,
     change_sql,
     execute_insert,
     history_row,
     insert_table,
     journal_statements,
+    literal_inserts,
     memory_row,
     write_statements,
 )
@@ -576,7 +576,7 @@ class DuckDBLogged:
         inserts = [ins for e in pending for ins in e.inserts]
         writes = [e.write for e in pending if e.write is not None]
         script: list[str] = []
-        arrow = len(inserts) > LITERAL_INSERTS
+        arrow = not literal_inserts([r for r, _ in inserts])
         if inserts and not arrow:
             rows = [memory_row(m, self._dim) for w in writes for m in w.inserts]
             script.append(INSERT_HEAD + ", ".join(rows))

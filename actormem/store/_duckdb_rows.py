@@ -37,6 +37,7 @@ from actormem.store._wire import (
 __all__ = [
     "HISTORY_HEAD",
     "INSERT_HEAD",
+    "LITERAL_CHARS",
     "LITERAL_INSERTS",
     "LOG_HEAD",
     "SMALL_BATCH",
@@ -55,6 +56,7 @@ __all__ = [
     "insert_table",
     "insert_values",
     "journal_statements",
+    "literal_inserts",
     "memory_row",
     "moved_sql",
     "small_statements",
@@ -497,6 +499,20 @@ def write_statements(write: WireWrite, dim: int | None = None) -> list[str]:
 #: one run (CPU time, load 7): literal 3.4 / 5.0 / 7.6 ms for 1 / 4 / 8 rows,
 #: Arrow 7.9 / 7.2 / 7.0 ms.
 LITERAL_INSERTS = 8
+#: ... and their texts as literals while these add up to at most this many
+#: characters.  DuckDB parses a statement's text with the GIL held: the
+#: compressor's offloaded conversation (one memory of 343k characters) as a
+#: literal held an asyncio loop beside it 10-32 ms (median / p90 over 12
+#: alternating runs at load 8; through Arrow 2.3 / 8.7 ms, a short literal
+#: row 3.8 / 7.3 ms: the machine's noise).
+LITERAL_CHARS = 1 << 16
+
+
+def literal_inserts(records: Sequence[MemoryRecord]) -> bool:
+    """Whether an insert of ``records`` is written as SQL literals (else through Arrow)."""
+    if len(records) > LITERAL_INSERTS:
+        return False
+    return sum(len(r.content) for r in records) <= LITERAL_CHARS
 
 
 def small_statements(dim: int, batch: Batch, now: float) -> list[str | Batch]:
@@ -513,7 +529,7 @@ def small_statements(dim: int, batch: Batch, now: float) -> list[str | Batch]:
     out: list[str | Batch] = []
     if batch.inserts:
         part: str | Batch = Batch(inserts=batch.inserts)
-        if len(batch.inserts) <= LITERAL_INSERTS:
+        if literal_inserts([r for r, _ in batch.inserts]):
             with contextlib.suppress(UnsafeLiteral):
                 part = insert_sql(dim, [r for r, _ in batch.inserts], [v for _, v in batch.inserts])
         out.append(part)

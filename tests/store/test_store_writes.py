@@ -159,6 +159,41 @@ def test_a_batch_mixes_literal_statements_and_arrow_tables_in_order(store: DuckD
     assert row == [("an updated memory",)]
 
 
+def test_a_long_text_is_written_through_arrow_and_reads_back_whole(
+    store: DuckDBStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DuckDB parses SQL with the GIL held: a text past LITERAL_CHARS (an offloaded
+    conversation) is bound through an Arrow table, not parsed as a literal."""
+    from actormem.store import _duckdb_logged, _duckdb_rows
+
+    tables: list[int] = []
+    real = _duckdb_logged.execute_insert
+
+    def spy(cur: object, insert: tuple[object, str, str]) -> None:
+        tables.append(getattr(insert[0], "num_rows", -1))
+        real(cur, insert)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_duckdb_logged, "execute_insert", spy)
+    ns = Namespace(user_id="u")
+    piece = "it's 'quoted' \\ é 中文 🙂 line\nbreak; "
+    long_text = piece * (_duckdb_rows.LITERAL_CHARS // len(piece) + 50)
+    short = store.add(ns, "a short memory beside it").id
+    store.flush()
+    assert tables == []  # a short text: literals
+    long_id = store.add(ns, long_text).id
+    store.flush()
+    assert tables == [1]
+    store.close()
+    with DuckDBStore(
+        tmp_path / "w.duckdb", embedder=HashEmbedder(64), touch_flush_interval=None
+    ) as again:
+        rec = again.get(ns, long_id)
+        assert rec is not None and rec.content == long_text
+        assert again.get(ns, short) is not None
+        hits = again.search("quoted", ns, limit=2, mode="keyword")
+        assert [h.memory.id for h in hits] == [long_id]
+
+
 def _hold_and_queue(store: DuckDBStore, jobs: list[threading.Thread]) -> None:
     """Start ``jobs`` while the writer lock is held; release once all are queued."""
     queued = threading.Condition()
