@@ -115,7 +115,14 @@ from actormem.recorder import (
     MemoryToolHandlers,
     RecorderConfig,
 )
-from actormem.session import DEFAULT_SESSIONS_DIR, JsonSession, SessionStorage, open_sessions
+from actormem.session import (
+    DEFAULT_SESSIONS_DIR,
+    JsonSession,
+    PostgresSession,
+    SessionStorage,
+    SessionVersions,
+    open_sessions,
+)
 from actormem.session._common import check_session_dir
 from actormem.state import StateError, StateModule
 from actormem.store import MemoryStore, Namespace
@@ -149,7 +156,9 @@ class MemoryRuntime(
         sessions: where sessions live instead of ``session_dir``: a
             ``postgresql://`` URL (a :class:`~actormem.session.PostgresSession`
             that :meth:`close` closes; several workers can share it), a
-            folder, or a session storage object (the caller keeps ownership).
+            folder, or a session storage object (the caller keeps ownership;
+            several runtimes may share one: each checks its saves against
+            the version it loaded itself, kept in ``session_versions``).
         autocontext: run the AutoContext compressor: True for the default
             budget, or an :class:`~actormem.compress.AutoContextConfig`.
         model: the chat model the compressor summarizes with (the offline
@@ -237,6 +246,14 @@ class MemoryRuntime(
             if self._own_store and self._store is not None:
                 self._store.close()
             raise
+        #: The PostgreSQL session versions this runtime loaded or saved: its saves are
+        #: checked against them, not against another user of a storage object it was
+        #: given.  A storage it opened itself has no other user: the storage's record.
+        self.session_versions: SessionVersions = (
+            self.session.versions
+            if self._own_session and isinstance(self.session, PostgresSession)
+            else SessionVersions()
+        )
         self.max_msg_bytes: int = max_msg_bytes
         self._closed: bool = False
         publish = self.bus.publish
@@ -596,10 +613,16 @@ class MemoryRuntime(
 
         Raises:
             SessionError: bad id or state; ``SessionConflictError`` when
-                another worker saved the PostgreSQL session meanwhile.
+                another worker (or another runtime sharing this storage)
+                saved the PostgreSQL session since this runtime loaded or
+                saved it, or deleted it, or deleted and created it again.
         """
         t0 = time.perf_counter()
-        info = self.session.put(session_id, {RUNTIME: self.state_dict()})
+        states = {RUNTIME: self.state_dict()}
+        if isinstance(self.session, PostgresSession):  # checked against what this runtime loaded
+            info = self.session.put(session_id, states, versions=self.session_versions)
+        else:
+            info = self.session.put(session_id, states)
         ms = (time.perf_counter() - t0) * 1e3
         self.bus.publish(
             SessionSaved(

@@ -148,4 +148,6 @@ NOT_FORWARDED: Final[dict[str, str]] = {
     "snapshot(), add(), delete(), clear() and state_dict()",
     "autocontext": "the compressor lives in the actor's process: use compressor_enabled, "
     "compress_now(), history() and context_reload()",
+    "session_versions": "the session versions are checked in the actor, against what its "
+    "runtime loaded (one writer per session): load_session() and save_session() go there",
 }

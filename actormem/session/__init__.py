@@ -26,6 +26,7 @@ from actormem.session._common import (
     SessionInfo,
     SessionStorage,
     SessionStorageError,
+    SessionVersions,
     is_dsn,
     validate_session_id,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "SessionManager",
     "SessionStorage",
     "SessionStorageError",
+    "SessionVersions",
     "atomic_write",
     "is_dsn",
     "open_sessions",

@@ -103,13 +103,17 @@ class SessionVersions:
     """What one loader last loaded or saved of each session: its version and row.
 
     A :class:`~actormem.session.PostgresSession` checks a save against the
-    version the saved state was loaded from.  It keeps one record of its own
-    (used by direct calls); a :class:`~actormem.runtime.MemoryRuntime` keeps
-    another (its ``session_versions``), so two runtimes sharing one storage
-    object are two loaders and the second of two saves from the same loaded
-    version is a conflict.  A record names one incarnation of a session (the
-    row's generation), never only its number: a session deleted and created
-    again is another one.  JSON files have no versions (nothing is recorded).
+    version the saved state was loaded from, as its loader recorded it.  The
+    storage object keeps one record of its own (for direct calls); every
+    :class:`~actormem.runtime.MemoryRuntime` keeps another (its
+    ``session_versions``), so two runtimes sharing one storage object are two
+    loaders: of two saves made from the same loaded version, the second is a
+    conflict.  A record names one incarnation of a session (the row's
+    generation), never only its number: a session deleted and created again
+    is another one.  Keys are the session's location
+    (``storage.location(session_id)``), so what was loaded from one table is
+    never checked against another.  JSON files have no versions (nothing is
+    recorded).
     """
 
     __slots__ = ("_lock", "_seen")
@@ -118,20 +122,20 @@ class SessionVersions:
         self._lock = threading.Lock()
         self._seen: dict[str, tuple[int, uuid.UUID | None]] = {}
 
-    def version(self, session_id: str) -> int | None:
+    def version(self, location: str) -> int | None:
         """The version last loaded or saved (0: known absent; None: never seen)."""
-        seen = self.get(session_id)
+        seen = self.get(location)
         return None if seen is None else seen[0]
 
-    def get(self, session_id: str) -> tuple[int, uuid.UUID | None] | None:
+    def get(self, location: str) -> tuple[int, uuid.UUID | None] | None:
         """(version, generation) last loaded or saved; None: never seen."""
         with self._lock:
-            return self._seen.get(session_id)
+            return self._seen.get(location)
 
-    def note(self, session_id: str, version: int, generation: uuid.UUID | None) -> None:
+    def note(self, location: str, version: int, generation: uuid.UUID | None) -> None:
         """Record a load or save (version 0 and no generation: known absent)."""
         with self._lock:
-            self._seen[session_id] = (version, generation)
+            self._seen[location] = (version, generation)
 
     def __repr__(self) -> str:
         with self._lock:

@@ -36,11 +36,22 @@ row and a save must match it too, so a remembered version names one
 incarnation of the row only.  The first
 writer wins; the other gets :class:`SessionConflictError` naming who saved
 meanwhile, and nothing is written.  It continues by loading the session
-again.  A session this object never loaded counts as "should not exist":
+again.  A session this loader never loaded counts as "should not exist":
 saving over another worker's session without reading it first is a
 conflict too.  ``on_conflict="overwrite"`` is last-writer-wins instead
-(every save is an upsert; each is still whole).  Give every worker (every
-runtime) its own ``PostgresSession``: the remembered versions are per object.
+(every save is an upsert; each is still whole).
+
+**Who remembered the version** (:class:`SessionVersions`): the loader of
+the state being saved.  Direct calls use this object's own record.  A
+``MemoryRuntime`` keeps a record of its own and passes it (``versions=``);
+:meth:`save` and :meth:`load` also use the record of any component that
+keeps one (the runtime among a ``ReActAgent``'s components, or added to a
+``SessionManager``).  So several runtimes may share one ``PostgresSession``
+(one connection) and each is checked against what it loaded itself: two
+runtimes that loaded version 3 cannot both save over it.  This object's own
+record follows every load and save made through it, whoever's.  A runtime
+that opened its storage itself (``sessions=`` a URL) is its only user and
+uses the object's record (:attr:`versions`).
 
 **Faults.**  Every save is a single statement in its own transaction: it
 commits whole or not at all, the previous version stays intact otherwise.
@@ -201,7 +212,7 @@ class PostgresSession:
         self._backend: tuple[int, Any] | None = None
         self._pid = os.getpid()
         self._closed = False
-        self._versions = SessionVersions()
+        self._versions = SessionVersions()  # this object's own, for direct calls
         self._writer = f"{socket.gethostname()}:{os.getpid()}"
         with self._lock:
             self._migrate(self._connection())
@@ -216,10 +227,15 @@ class PostgresSession:
     def _where(self, session_id: str) -> str:
         return f"session {session_id!r} in {self.url} (table {self.table})"
 
+    @property
+    def versions(self) -> SessionVersions:
+        """This object's own record, used by direct calls (see :class:`SessionVersions`)."""
+        return self._versions
+
     def version(self, session_id: str) -> int | None:
         """The version this object last loaded or saved (0: known absent; None: never seen)."""
         with self._lock:
-            return self._versions.version(validate_session_id(session_id))
+            return self._versions.version(self.location(session_id))
 
     # -- connection -----------------------------------------------------------------
 
@@ -431,38 +447,77 @@ class PostgresSession:
 
     # -- writing --------------------------------------------------------------------
 
-    def save(self, session_id: str, components: Mapping[str, StateModule]) -> str:
+    def save(
+        self,
+        session_id: str,
+        components: Mapping[str, StateModule],
+        *,
+        versions: SessionVersions | None = None,
+    ) -> str:
         """Save the state of ``components`` (name -> module) in one transaction.
+
+        Checked against the version recorded by ``versions``, or by the
+        components that keep a record (a ``MemoryRuntime``), or else by this
+        object (see "Who remembered the version" in the module docstring).
 
         Returns:
             The session's location (see :meth:`location`).
 
         Raises:
             SessionConflictError: another writer saved or deleted it since this
-                object loaded or saved it (``on_conflict="raise"``).
+                loader loaded or saved it (``on_conflict="raise"``).
             SessionStorageError: the database failed; the stored session is unchanged.
-            SessionError: bad id, or a state that cannot be encoded as JSON.
+            SessionError: bad id, a state that cannot be encoded as JSON, or
+                components loaded from different versions of the session.
         """
         states = {name: module.state_dict() for name, module in components.items()}
-        return self.put(session_id, states).path
+        return self._put(session_id, states, _records(versions, components)).path
 
-    def save_state(self, session_id: str, states: Mapping[str, Any]) -> str:
+    def save_state(
+        self,
+        session_id: str,
+        states: Mapping[str, Any],
+        *,
+        versions: SessionVersions | None = None,
+    ) -> str:
         """Save already-collected component states (see :meth:`save`)."""
-        return self.put(session_id, states).path
+        return self._put(session_id, states, _records(versions, {})).path
 
-    def put(self, session_id: str, states: Mapping[str, Any]) -> SessionInfo:
+    def put(
+        self,
+        session_id: str,
+        states: Mapping[str, Any],
+        *,
+        versions: SessionVersions | None = None,
+    ) -> SessionInfo:
         """Save already-collected states in one transaction; describe what was stored.
+
+        Checked against the version ``versions`` recorded (this object's own
+        record when None); see :meth:`save`.
 
         Raises:
             SessionConflictError, SessionStorageError, SessionError: see :meth:`save`.
         """
+        return self._put(session_id, states, _records(versions, {}))
+
+    def _put(
+        self, session_id: str, states: Mapping[str, Any], records: list[SessionVersions]
+    ) -> SessionInfo:
         sid = validate_session_id(session_id)
+        where = self.location(sid)
         data = encode_document(sid, states)
         save_id = uuid.uuid4()
         t0 = time.perf_counter()
         with self._lock:
-            seen = self._versions.get(sid)
-            expected, generation = (0, None) if seen is None else seen
+            seen = {record.get(where) for record in records or [self._versions]}
+            if len(seen) > 1:
+                raise SessionError(
+                    f"{self._where(sid)}: the components saved together were loaded from "
+                    "different versions of it; nothing was written (load them together "
+                    "again, or save them separately)"
+                )
+            last = seen.pop()
+            expected, generation = (0, None) if last is None else last
             row: tuple[Any, ...] | None = None
             for attempt in (1, 2):
                 conn = self._connection()
@@ -503,7 +558,8 @@ class PostgresSession:
             if row is None:
                 raise self._conflict(sid, expected, generation)
             version, saved_at = int(row[0]), float(row[2])
-            self._versions.note(sid, version, row[1])
+            for record in (self._versions, *records):
+                record.note(where, version, row[1])
         log.debug(
             "session.saved",
             session_id=sid,
@@ -659,10 +715,13 @@ class PostgresSession:
         *,
         strict: bool = True,
         allow_missing: bool = True,
+        versions: SessionVersions | None = None,
     ) -> bool:
         """Restore ``components`` from the session; all or nothing.
 
-        Remembers the version read, so the next :meth:`save` of this session
+        Remembers the version read -- in ``versions``, in the record of each
+        component that keeps one (a ``MemoryRuntime``'s) and in this
+        object's -- so the next save of this session by the same loader
         succeeds only if nobody saved it in between (``on_conflict="raise"``).
 
         Args:
@@ -672,6 +731,7 @@ class PostgresSession:
                 named here but absent from the session is an error.
             allow_missing: return False (instead of raising) when the
                 session does not exist.
+            versions: the loader's record (see :class:`SessionVersions`).
 
         Returns:
             True if the session existed and was loaded.
@@ -682,18 +742,21 @@ class PostgresSession:
             SessionStorageError: the database failed; nothing was changed.
         """
         sid = validate_session_id(session_id)
+        where, records = self.location(sid), (self._versions, *_records(versions, components))
         with self._lock:
             found = self._fetch(sid)
             if found is None:
                 if not allow_missing:
-                    raise SessionError(f"session {sid!r} not found ({self.location(sid)})")
-                self._versions.note(sid, 0, None)
+                    raise SessionError(f"session {sid!r} not found ({where})")
+                for record in records:
+                    record.note(where, 0, None)
                 return False
             version, generation, data = found
-            where = self._where(sid)
-            doc: RawDocument = decode_document(data, where, RAW_DOC_DECODER)
-            apply_components(where, doc.components, components, strict=strict)
-            self._versions.note(sid, version, generation)
+            said = self._where(sid)
+            doc: RawDocument = decode_document(data, said, RAW_DOC_DECODER)
+            apply_components(said, doc.components, components, strict=strict)
+            for record in records:
+                record.note(where, version, generation)
             return True
 
     def list(self) -> list[SessionInfo]:
@@ -728,5 +791,18 @@ class PostgresSession:
                 lambda c: c.execute(query, (sid,)).fetchone() is not None,
                 retry=True,
             )
-            self._versions.note(sid, 0, None)
+            self._versions.note(self.location(sid), 0, None)
         return gone
+
+
+def _records(
+    versions: SessionVersions | None, components: Mapping[str, Any]
+) -> list[SessionVersions]:
+    """The loaders' records a save is checked against and a load updates: ``versions``
+    and those the components keep (``session_versions``: a ``MemoryRuntime``'s)."""
+    found = [] if versions is None else [versions]
+    for module in components.values():
+        record = getattr(module, "session_versions", None)
+        if isinstance(record, SessionVersions) and all(record is not f for f in found):
+            found.append(record)
+    return found
