@@ -14,12 +14,16 @@ them beside the other memories.  The store itself never lets maintenance
 touch a memory of kind ``keyed_fact``, whatever scope is maintained (an
 agent-level runtime's ``on_idle`` covers its runs' ``#facts`` namespaces),
 and refuses to update or delete one through any namespace but its own
-(:mod:`actormem.store._kinds`).  A key index (key -> memory id) is loaded
-from the store on first use; lookups are one ``get`` by id (from the DuckDB
-store's in-memory index, not a query).  A key missing from the key index is
-looked up in the store again only when the store committed something since
-the key index was read (``change_counter``; a store without one, like
-PostgreSQL's shared by several processes, is always asked again).
+(:mod:`actormem.store._kinds`).
+
+One live memory per key: a save (add, or update of the key's oldest live
+row) and the retirement of any other live row of the key are ONE store
+transaction under the namespace's lock (``_keyed_put`` /
+``_keyed_delete`` of :mod:`actormem.store._base_keyed`), so neither two
+processes saving a new key at once nor a process killed mid-save can leave
+two values; a delete retires every live row of the key.  A read looks the
+key up each time (the DuckDB store's in-memory index, one query on
+PostgreSQL); rows left by older versions are repaired on the next read.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from actormem.store import (
     Namespace,
     NamespaceError,
     NewMemory,
+    StoreError,
     WriteResult,
 )
 
@@ -106,6 +111,12 @@ _STORE_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyD
 class KeyedFacts:
     """Exact facts by key on top of a :class:`~actormem.store.MemoryStore`.
 
+    One live memory per key, whatever the interleaving: a save or delete is one
+    store transaction that finds every live row of the key, keeps the oldest
+    (its id and history go on) and retires the others (a crash cannot leave
+    half of it).  A read that finds two live rows of a key (left by an older
+    version) answers with the last written value and repairs the key.
+
     Thread-safe: saves of one instance are serialised; reads go straight to
     the store.
 
@@ -117,60 +128,42 @@ class KeyedFacts:
     def __init__(self, store: MemoryStore, namespace: Namespace) -> None:
         self._store = store
         self.namespace = facts_namespace(namespace)
-        # One lock per store, shared by every runtime of this process that uses it,
-        # so two runtimes saving the same new key cannot both add it.
+        # One lock per store, shared by every runtime of this process that uses it
+        # (a store without keyed transactions relies on it against itself).
         with _LOCKS_GUARD:
             self._lock = _STORE_LOCKS.setdefault(store, threading.RLock())
-        self._ids: dict[str, str] | None = None
-        self._loaded_at: int | None = None
 
-    def _live_id(self, key: str) -> str | None:
-        """The id of ``key``'s live memory; re-reads the store on a miss (another
-        runtime sharing the store may have saved it since this one looked)."""
-        mid = self._index().get(key)
-        if mid is not None and self._store.get(self.namespace, mid) is not None:
-            return mid
-        if mid is None and self._loaded_at is not None and self._loaded_at == self._counter():
-            return None  # nothing was committed since the key index was read: a true miss
-        tagged = getattr(self._store, "_indexed_tagged", None)
-        if tagged is not None:
-            # The store's live memories answer without reading its file again (a
-            # DuckDB list first applies every pending write: a save's p99).
-            found: MemoryRecord | None = None
-            for rec in tagged(self.namespace, KEYED_KIND, f"key:{key}"):
-                if rec.metadata.get("key") == key and (
-                    found is None or rec.updated_at >= found.updated_at
-                ):
-                    found = rec
-            ids = self._index()
-            if found is None:
-                ids.pop(key, None)
-                return None
-            ids[key] = found.id
-            return found.id
-        self._ids = None
-        mid = self._index().get(key)
-        if mid is not None and self._store.get(self.namespace, mid) is not None:
-            return mid
-        return None
+    def _rows(self, key: str) -> builtins.list[MemoryRecord]:
+        """The key's live rows, the one that stays first."""
+        live = getattr(self._store, "_keyed_live", None)
+        if live is not None:
+            rows: builtins.list[MemoryRecord] = live(self.namespace, key)
+            return rows
+        found = [
+            r
+            for r in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT)
+            if r.namespace == self.namespace and r.metadata.get("key") == key
+        ]
+        return sorted(found, key=lambda r: (r.created_at, r.id))
 
-    def _counter(self) -> int | None:
-        """The store's commit counter, when it has one (one process owns a DuckDB file)."""
-        counter = getattr(self._store, "change_counter", None)
-        return counter if isinstance(counter, int) else None
-
-    def _index(self) -> dict[str, str]:
-        if self._ids is None:
-            self._loaded_at = self._counter()
-            ids: dict[str, str] = {}
-            newest: dict[str, float] = {}
-            for rec in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT):
-                key = rec.metadata.get("key")
-                if isinstance(key, str) and rec.updated_at >= newest.get(key, -1.0):
-                    ids[key] = rec.id
-                    newest[key] = rec.updated_at
-            self._ids = ids
-        return self._ids
+    def _live(self, key: str) -> MemoryRecord | None:
+        """The key's live memory; two or more (left by an older version) are repaired."""
+        rows = self._rows(key)
+        if len(rows) < 2:
+            return rows[0] if rows else None
+        latest = max(rows, key=lambda r: (r.updated_at, r.id))
+        repair = getattr(self._store, "_keyed_repair", None)
+        if repair is None:
+            return latest
+        log.warning("keyed_fact.repair", key=key, rows=len(rows), namespace=str(self.namespace))
+        try:
+            kept: MemoryRecord | None = repair(
+                self.namespace, key, f"get_fact({key!r}): one live row per key"
+            )
+        except StoreError as exc:  # a read-only store still answers with the last value
+            log.warning("keyed_fact.repair_failed", key=key, error=str(exc))
+            return latest
+        return kept
 
     def save(self, key: str, value: str, category: str = "general") -> WriteResult:
         """Set ``key`` to ``value`` (``ADD`` the first time, then ``UPDATE`` or ``NOOP``).
@@ -194,58 +187,31 @@ class KeyedFacts:
         content = f"{key}: {value}"
         meta = {"key": key, "value": value, "category": category}
         tags = ("keyed", f"key:{key}", f"category:{category}")
+        item = NewMemory(content=content, kind=KEYED_KIND, importance=1.0, tags=tags, metadata=meta)
+        reason = f"save_fact({key!r})"
         with self._lock:
-            mid = self._live_id(key)
-            if mid is not None:
-                return self._store.update(
-                    self.namespace,
-                    mid,
-                    content=content,
-                    tags=tags,
-                    metadata=meta,
-                    reason=f"save_fact({key!r})",
-                )
-            item = NewMemory(
-                content=content, kind=KEYED_KIND, importance=1.0, tags=tags, metadata=meta
-            )
-            result = self._store.add_many(self.namespace, [item], dedup=False)[0]
-            self._index()[key] = result.id
-            return self._one_per_key(key, result, content, tags, meta)
+            put = getattr(self._store, "_keyed_put", None)
+            if put is not None:
+                result: WriteResult = put(self.namespace, key, item, reason)
+                return result
+            return self._save_in_steps(key, item, reason)
 
-    def _one_per_key(
-        self,
-        key: str,
-        result: WriteResult,
-        content: str,
-        tags: tuple[str, ...],
-        meta: dict[str, str],
-    ) -> WriteResult:
-        """After adding ``key``: if another process added it at the same moment (a
-        store shared by several processes; the lock above is per process), keep
-        the oldest of the rows, delete the others and give it this save's value
-        (the last writer wins, with history rows saying so).  A store with a
-        ``change_counter`` (DuckDB) has one process: the lock suffices."""
-        if getattr(self._store, "change_counter", None) is not None:
-            return result
-        rows = [
-            r
-            for r in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT)
-            if r.metadata.get("key") == key
-        ]
-        if len(rows) < 2:
-            return result
-        winner = min(rows, key=lambda r: (r.created_at, r.id))
-        why = f"save_fact({key!r}): saved at the same time by another process"
-        for rec in rows:
-            if rec.id != winner.id:
-                with contextlib.suppress(MemoryNotFoundError):  # the other one deleted it
-                    self._store.delete(self.namespace, rec.id, reason=why)
-        self._index()[key] = winner.id
-        if winner.id == result.id:
-            return result
-        log.info("keyed_fact.concurrent_save", key=key, kept=winner.id, dropped=result.id)
+    def _save_in_steps(self, key: str, item: NewMemory, reason: str) -> WriteResult:
+        """A store of another library (no keyed transactions): add or update, then
+        retire the key's other rows -- separate writes, one process at a time."""
+        rows = self._rows(key)
+        if not rows:
+            return self._store.add_many(self.namespace, [item], dedup=False)[0]
+        for rec in rows[1:]:
+            with contextlib.suppress(MemoryNotFoundError):
+                self._store.delete(self.namespace, rec.id, reason=reason)
         return self._store.update(
-            self.namespace, winner.id, content=content, tags=tags, metadata=meta, reason=why
+            self.namespace,
+            rows[0].id,
+            content=item.content,
+            tags=item.tags,
+            metadata=dict(item.metadata),
+            reason=reason,
         )
 
     def get(self, key: str) -> str | None:
@@ -255,39 +221,44 @@ class KeyedFacts:
             ValueError: ``key`` is not a non-empty string.
         """
         key = _check("key", key, _MAX_KEY)
-        with self._lock:
-            mid = self._live_id(key)
-            rec = self._store.get(self.namespace, mid) if mid is not None else None
+        rec = self._live(key)
         if rec is None:
             return None
         value = rec.metadata.get("value")
         return value if isinstance(value, str) else None
 
     def delete(self, key: str) -> bool:
-        """Forget ``key`` (soft delete with a history row); False if it was not set."""
+        """Forget ``key``: every live row of it (soft delete with a history row);
+        False if it was not set."""
         key = _check("key", key, _MAX_KEY)
+        reason = f"delete_fact({key!r})"
         with self._lock:
-            mid = self._live_id(key)
-            if mid is None:
-                return False
-            self._index().pop(key, None)
-            self._store.delete(self.namespace, mid, reason=f"delete_fact({key!r})")
-            return True
+            remove = getattr(self._store, "_keyed_delete", None)
+            if remove is not None:
+                return bool(remove(self.namespace, key, reason))
+            gone = 0
+            for rec in self._rows(key):
+                with contextlib.suppress(MemoryNotFoundError):
+                    self._store.delete(self.namespace, rec.id, reason=reason)
+                    gone += 1
+            return gone > 0
 
     def items(self) -> dict[str, str]:
-        """Every saved key and its value."""
-        out: dict[str, str] = {}
+        """Every saved key and its value (a key's last written one)."""
+        newest: dict[str, tuple[float, str, str]] = {}
         for rec in self._store.list(self.namespace, kinds=[KEYED_KIND], limit=_LIST_LIMIT):
             key, value = rec.metadata.get("key"), rec.metadata.get("value")
             if isinstance(key, str) and isinstance(value, str):
-                out[key] = value
-        return out
+                mark = (rec.updated_at, rec.id, value)
+                if key not in newest or mark > newest[key]:
+                    newest[key] = mark
+        return {key: mark[2] for key, mark in newest.items()}
 
     def history(self, key: str) -> builtins.list[HistoryRecord]:
-        """The audit trail of ``key`` (ADD, then every UPDATE / DELETE), oldest first."""
+        """The audit trail of ``key``'s live memory (ADD, then every UPDATE), oldest
+        first; empty when the key is not set."""
         key = _check("key", key, _MAX_KEY)
-        with self._lock:
-            mid = self._index().get(key)
-        if mid is None:
+        rec = self._live(key)
+        if rec is None:
             return []
-        return self._store.history(self.namespace, mid)
+        return self._store.history(self.namespace, rec.id)

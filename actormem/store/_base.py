@@ -15,7 +15,8 @@ A backend subclasses :class:`StoreBase` and supplies the database side:
 The decisions themselves live in :mod:`actormem.store._planning`, the file
 formats in :mod:`actormem.store._files`, the ranking in
 :mod:`actormem.store._ranking`; the maintenance actions and export/import
-are mixins beside this file (``_base_maintenance``, ``_base_files``).
+are mixins beside this file (``_base_maintenance``, ``_base_files``, and
+``_base_keyed`` for keyed facts' one-transaction saves).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from actormem._door import check_json_object
 from actormem.models.base import Embedder
 from actormem.models.embedders import WordLlamaEmbedder, unit_rows
 from actormem.store._base_files import Transfer
+from actormem.store._base_keyed import KeyedWrites
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._index import tokenize
 from actormem.store._kinds import check_keyed_scope
@@ -84,7 +86,7 @@ T = TypeVar("T")
 Plan = Callable[[Planner, float, Batch], T]
 
 
-class StoreBase(Maintenance, Transfer):
+class StoreBase(Maintenance, Transfer, KeyedWrites):
     """The backend-independent half of a :class:`~actormem.store.MemoryStore`."""
 
     _embedder: Embedder

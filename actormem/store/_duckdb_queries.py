@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa
 
+from actormem.store._base_keyed import keyed_order
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._duckdb_vectors import fixed_list
+from actormem.store._kinds import KEYED_KIND
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
     LIVE,
@@ -114,9 +116,24 @@ class DuckDBQueries:
 
         def _indexed_record(self, memory_id: str) -> MemoryRecord | None: ...
 
+        def _indexed_tagged(
+            self, namespace: Namespace, kind: str, tag: str
+        ) -> builtins.list[MemoryRecord]: ...
+
         def _with_pending(self, rec: MemoryRecord) -> MemoryRecord: ...
 
         def flush(self) -> None: ...
+
+    def _keyed_live(self, namespace: Namespace, key: str) -> builtins.list[MemoryRecord]:
+        """The live keyed-fact rows of ``key`` in exactly ``namespace``, the oldest
+        first: from the index (no query, so no pending write applied first)."""
+        ns = check_namespace(namespace)
+        rows = [
+            r
+            for r in self._indexed_tagged(ns, KEYED_KIND, f"key:{key}")
+            if r.namespace == ns and r.metadata.get("key") == key
+        ]
+        return keyed_order(rows)
 
     def get(
         self, namespace: Namespace, memory_id: str, *, include_deleted: bool = False

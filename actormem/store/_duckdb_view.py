@@ -16,9 +16,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from actormem.store._duckdb_sql import lit
+from actormem.store._kinds import KEYED_KIND
 from actormem.store._planning import ScopeState
 from actormem.store._records import strs_json
-from actormem.store._types import MemoryRecord, Namespace
+from actormem.store._types import MemoryRecord, Namespace, SearchFilters, stored_namespace
 
 if TYPE_CHECKING:
     from actormem.store._duckdb_write import DuckDBWrites
@@ -128,3 +129,16 @@ class IndexView:
             created=arrays["created"],
             vectors=lambda: index.vectors(rows),
         )
+
+    def keyed_rows(self, key: Key, fact_key: str) -> builtins.list[MemoryRecord]:
+        # every keyed fact is tagged "key:<its key>": the index's tag postings find them
+        tag = f"key:{fact_key}"
+        index = self._index
+        rows = index.scope_rows(
+            stored_namespace(key), SearchFilters(kinds=(KEYED_KIND,), tags_all=(tag,))
+        )
+        return [
+            r
+            for r in index.records(rows)
+            if r.namespace.key() == key and r.metadata.get("key") == fact_key
+        ]

@@ -222,6 +222,17 @@ class PgQueries:
         )
         return rows
 
+    def _keyed_live(self, namespace: Namespace, key: str) -> list[MemoryRecord]:
+        """The live keyed-fact rows of ``key`` in exactly ``namespace``, oldest first."""
+        where, params = exact_sql(namespace)
+        rows = self._rows(
+            "get_fact",
+            f"SELECT {PG_SELECT} FROM memories WHERE {where} AND kind = 'keyed_fact' "
+            f"AND metadata->>'key' = %s AND {PG_LIVE} ORDER BY created_at, id",
+            [*params, key],
+        )
+        return [self._with_pending(row_to_record(r)) for r in rows]
+
     def get(
         self, namespace: Namespace, memory_id: str, *, include_deleted: bool = False
     ) -> MemoryRecord | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from actormem.store._kinds import MERGE_KINDS
+from actormem.store._kinds import KEYED_KIND, MERGE_KINDS
 from actormem.store._pg_queries import PG_LIVE, PG_SELECT, cosine_sql, distance_sql, scope_sql, vec
 from actormem.store._pg_write import array_text, lock_keys
 from actormem.store._planning import ScopeState, nearest_in
@@ -219,4 +219,12 @@ class PgView:
             last=np.array([r.last_accessed for r in records], dtype=np.float64),
             created=np.array([r.created_at for r in records], dtype=np.float64),
             vectors=lambda: vecs,
+        )
+
+    def keyed_rows(self, key: Key, fact_key: str) -> builtins.list[MemoryRecord]:
+        self.lock([key])
+        return self._records(
+            "user_id = %s AND agent_id = %s AND run_id = %s AND session_id = %s "
+            f"AND kind = %s AND metadata->>'key' = %s AND {PG_LIVE} ORDER BY created_at, id",
+            (*key, KEYED_KIND, fact_key),
         )

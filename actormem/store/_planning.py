@@ -123,6 +123,9 @@ class PlanView(Protocol):
     def scope_state(self, namespace: Namespace) -> ScopeState:
         """The live memories inside the scope ``namespace``."""
 
+    def keyed_rows(self, key: Key, fact_key: str) -> builtins.list[MemoryRecord]:
+        """The live keyed facts of exactly ``key`` whose metadata ``key`` is ``fact_key``."""
+
 
 #: New memories' ids: 128 random bits each from a generator seeded by the system
 #: (again in a forked child), not an ``os.urandom`` call per write -- the call

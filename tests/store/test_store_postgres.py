@@ -419,21 +419,29 @@ def test_embedder_change_is_detected_and_reembed_fixes_it(pg_dsn: str) -> None:
 
 
 def test_a_keyed_fact_saved_by_two_processes_at_once_stays_one_fact(
-    two: tuple[PostgresStore, PostgresStore], monkeypatch: pytest.MonkeyPatch
+    two: tuple[PostgresStore, PostgresStore],
 ) -> None:
     from actormem.recorder import KEYED_KIND, KeyedFacts
 
-    a, b = (KeyedFacts(s, NS) for s in two)
-    # A looked the key up before B's save committed (the per-process lock cannot
-    # stop another process): both add the key.
-    monkeypatch.setattr(a, "_live_id", lambda key: None)
-    b.save("plan", "gold")
-    res = a.save("plan", "silver")
-    monkeypatch.undo()
-    live = [r for r in two[0].list(a.namespace, kinds=[KEYED_KIND]) if r.metadata["key"] == "plan"]
-    assert len(live) == 1 and live[0].id == res.id
-    assert a.get("plan") == b.get("plan") == "silver"  # the last save wins
-    assert b.delete("plan") and a.get("plan") is None and b.get("plan") is None
+    a, b = (KeyedFacts(s, NS) for s in two)  # two workers: no lock of this process is shared
+    keys = [f"k{i}" for i in range(40)]
+    start = threading.Barrier(2)
+
+    def saves(facts: KeyedFacts, value: str) -> None:
+        start.wait()
+        for key in keys:
+            facts.save(key, value)
+
+    threads = [threading.Thread(target=saves, args=(f, v)) for f, v in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    live = [r for r in two[0].list(a.namespace, kinds=[KEYED_KIND], limit=1000)]
+    assert sorted(r.metadata["key"] for r in live) == sorted(keys)  # one live row per key
+    for key in keys:
+        assert a.get(key) == b.get(key) in ("a", "b")
+    assert b.delete("k0") and a.get("k0") is None and b.get("k0") is None
 
 
 def test_keyword_statistics_kept_by_triggers_match_the_live_rows(pg_dsn: str) -> None:
