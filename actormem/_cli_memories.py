@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from actormem._cli_chat import UsageError as _UsageError
+from actormem._cli_embedder import embedder_named
 
 __all__ = ["DB_HELP", "cmd_memories", "open_db"]
 
@@ -45,21 +46,46 @@ def _progress_bar(console: Console, label: str) -> tuple[Any, Any]:
 DB_HELP = "the long-term store: a DuckDB file or a postgresql:// URL (default: actormem.duckdb)"
 
 
-def open_db(db: str, *, create: bool = False, **kwargs: Any) -> Any:
+def open_db(
+    db: str,
+    *,
+    create: bool = False,
+    embedder: str | None = None,
+    recorded: bool = True,
+    **kwargs: Any,
+) -> Any:
     """The store ``--db`` names: a ``postgresql://`` URL or a DuckDB file (which
-    must exist unless ``create``)."""
-    from actormem.store import is_dsn, open_store
+    must exist unless ``create``), opened with the embedder ``--embedder`` names,
+    else the bundled one, else (``recorded``) the one the store recorded
+    (:mod:`actormem._cli_embedder`)."""
+    from actormem.store import EmbedderMismatchError, is_dsn, open_store
 
     if not is_dsn(db) and not create and not Path(db).exists():
         raise _UsageError(f"no memory store at {db} (pass --db PATH or --db postgresql://...)")
-    return open_store(db, **kwargs)
+    if embedder is not None:
+        kwargs["embedder"] = embedder_named(embedder)
+        return open_store(db, **kwargs)
+    try:
+        return open_store(db, **kwargs)
+    except EmbedderMismatchError as exc:
+        if not recorded or exc.stored_name is None:
+            raise
+        try:
+            kwargs["embedder"] = embedder_named(exc.stored_name, exc.stored_dim)
+        except _UsageError as why:
+            raise _UsageError(
+                f"{exc}; the CLI cannot build {exc.stored_name!r} by itself ({why}): pass "
+                "--embedder"
+            ) from None
+        return open_store(db, **kwargs)
 
 
 def cmd_memories(args: argparse.Namespace, console: Console) -> int:
     if args.action == "reembed":
         return _reembed(args, console)
     ns = _namespace(args)
-    with open_db(args.db, create=args.action == "import") as store:
+    embedder = getattr(args, "embedder", None)
+    with open_db(args.db, create=args.action == "import", embedder=embedder) as store:
         if args.action == "search":
             if not args.query:
                 raise _UsageError("memories search needs a query")
@@ -125,11 +151,29 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
         elif args.action == "forget":
             if not args.yes:
                 raise _UsageError("memories forget deletes for good: add --yes to confirm")
-            frep = store.forget(ns)
+            from actormem.recorder._facts import forget_with_facts
+
+            # the scope and its keyed facts (a sibling namespace): what the explorer's
+            # "forget this user" removes too
+            reports = forget_with_facts(store, ns)
+            memories = sum(r.memories for r in reports)
+            history = sum(r.history for r in reports)
             if args.json:
-                print(json.dumps(msgspec.to_builtins(frep)))
+                print(
+                    json.dumps(
+                        {
+                            "namespace": msgspec.to_builtins(ns),
+                            "memories": memories,
+                            "history": history,
+                            "keyed_facts": reports[1].memories,
+                        }
+                    )
+                )
             else:
-                console.print(f"forgot {frep.memories} memories and {frep.history} history rows")
+                console.print(
+                    f"forgot {memories} memories ({reports[1].memories} of them keyed facts) "
+                    f"and {history} history rows"
+                )
     return 0
 
 
@@ -140,7 +184,7 @@ def _reembed(args: argparse.Namespace, console: Console) -> int:
     progress, update = _progress_bar(console, "re-embedding")
     with progress:
         try:
-            store = open_db(args.db)
+            store = open_db(args.db, recorded=False)
         except EmbedderMismatchError as exc:
             if not args.json:
                 console.print(Text(f"{exc}: switching the store to the bundled embedder", "dim"))

@@ -22,6 +22,7 @@ from rich.console import Console
 
 from actormem._cli_chat import _LOG_STREAM, cmd_chat
 from actormem._cli_demo import cmd_demo
+from actormem._cli_embedder import EMBEDDER_HELP
 from actormem._cli_journal import cmd_dream, cmd_journal
 from actormem._cli_memories import DB_HELP, cmd_memories
 from actormem._cli_sessions import cmd_sessions
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--path", help="export/import: a .parquet or .jsonl file")
     m.add_argument("--force", action="store_true", help="export: overwrite PATH")
     m.add_argument("--yes", action="store_true", help="forget: confirm")
+    m.add_argument("--embedder", help=EMBEDDER_HELP)
     m.add_argument("--json", action="store_true", help="JSON output")
     m.set_defaults(func=cmd_memories)
 

@@ -39,6 +39,7 @@ import structlog
 
 from actormem.store import (
     KEYED_KIND,
+    ForgetReport,
     HistoryRecord,
     MemoryNotFoundError,
     MemoryRecord,
@@ -50,7 +51,7 @@ from actormem.store import (
     WriteResult,
 )
 
-__all__ = ["FACTS_SUFFIX", "KEYED_KIND", "KeyedFacts", "facts_namespace"]
+__all__ = ["FACTS_SUFFIX", "KEYED_KIND", "KeyedFacts", "facts_namespace", "forget_with_facts"]
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +81,18 @@ def facts_namespace(namespace: Namespace) -> Namespace:
                     f"the namespace is past its limits: {exc}"
                 ) from None
     raise AssertionError("a Namespace always has a field set")  # pragma: no cover
+
+
+def forget_with_facts(store: MemoryStore, namespace: Namespace) -> builtins.list[ForgetReport]:
+    """Remove for good every memory, history row and journal row of the scope
+    ``namespace`` AND of its keyed facts (:func:`facts_namespace`: a sibling,
+    outside the scope): what erasing a user (or an agent) must remove.
+
+    The one erasure both ``actormem memories forget`` and the memory
+    explorer's "forget this user" run.  Returns the two stores' reports (the
+    scope's, then its keyed facts').
+    """
+    return [store.forget(namespace), store.forget(facts_namespace(namespace))]
 
 
 def _check(name: str, value: object, limit: int) -> str:

@@ -115,7 +115,9 @@ class DuckDBOpening:
             raise EmbedderMismatchError(
                 f"{self.path} was built with embedder {name!r} ({dim}-d); the store was opened "
                 f"with {self._embedder.name!r} ({self._dim}-d). Open it with the old embedder, "
-                "or pass on_embedder_mismatch='reembed' to rebuild every vector"
+                "or pass on_embedder_mismatch='reembed' to rebuild every vector",
+                stored_name=None if name is None else str(name),
+                stored_dim=dim,
             )
         self.last_reembed = self._reembed(name, dim, progress)
 

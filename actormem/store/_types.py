@@ -94,7 +94,18 @@ class SchemaVersionError(StoreError):
 
 
 class EmbedderMismatchError(StoreError):
-    """The store was built with another embedder (name or dimension)."""
+    """The store was built with another embedder (name or dimension).
+
+    Attributes:
+        stored_name: The name of the embedder the store was built with (None when
+            the store does not say).
+        stored_dim: Its vector size (0 when unknown).
+    """
+
+    def __init__(self, message: str, *, stored_name: str | None = None, stored_dim: int = 0):
+        super().__init__(message)
+        self.stored_name = stored_name
+        self.stored_dim = stored_dim
 
 
 class EmbeddingError(StoreError):

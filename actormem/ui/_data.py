@@ -29,6 +29,7 @@ from actormem.journal import (
 )
 from actormem.journal._paths import check_inside
 from actormem.recorder import FACTS_SUFFIX, KEYED_KIND, facts_namespace
+from actormem.recorder._facts import forget_with_facts
 from actormem.store import (
     ForgetReport,
     HistoryRecord,
@@ -285,10 +286,7 @@ class Explorer:
 
     def forget_user(self, user_id: str) -> list[ForgetReport]:
         """Remove every memory and history row of ``user_id`` for good (and its keyed facts)."""
-        store = self._need()
-        reports = [store.forget(Namespace(user_id=user_id))]
-        reports.append(store.forget(Namespace(user_id=user_id + FACTS_SUFFIX)))
-        return reports
+        return forget_with_facts(self._need(), Namespace(user_id=user_id))
 
     def _live(self, ns: Namespace, memory_id: str) -> MemoryRecord:
         from actormem.store import MemoryNotFoundError
