@@ -26,6 +26,7 @@ __all__ = [
     "LONG_TERM_FILE",
     "MAX_RETRIEVE",
     "check_retrieve_args",
+    "check_user_scoped",
     "delete_args",
     "journal_args",
     "long_term_args",
@@ -73,6 +74,26 @@ def unwrap_short_term(state: Any) -> ShortTermState | None:
     raise TypeError(f"unexpected short-term state {type(state).__name__}")
 
 
+def check_user_scoped(namespace: Namespace, where: str) -> None:
+    """Refuse an agent's namespace without ``user_id``.
+
+    A runtime reads every memory inside its namespace, and a field left unset
+    is a wildcard for reads: ``Namespace(agent_id="helper")`` would read the
+    memories of every user of that agent.  An agent that serves no user names
+    one (a shared ``user_id`` such as ``"shared"`` or ``"system"``).
+
+    Raises:
+        ValueError: ``namespace`` has no ``user_id``.
+    """
+    if namespace.user_id is None:
+        raise ValueError(
+            f"{where} {namespace} sets no user_id: a runtime reads everything inside its "
+            "namespace and an unset field matches every value, so it would read every "
+            "user's memories; name the user (Namespace(user_id=..., agent_id=...)), or a "
+            "shared one such as user_id='shared' for memories of no user"
+        )
+
+
 def long_term_args(
     store: object,
     long_term: object,
@@ -84,6 +105,7 @@ def long_term_args(
     if namespace is not None and not isinstance(namespace, Namespace):
         raise TypeError(f"namespace must be an actormem.store.Namespace, got {type(namespace)}")
     if namespace is not None:
+        check_user_scoped(namespace, "namespace")
         for field, value in namespace.items():
             if "#" in value:
                 raise ValueError(

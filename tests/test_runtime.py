@@ -561,3 +561,23 @@ def test_the_compression_journal_and_lifecycle_twins_do_what_the_sync_calls_do(
             rt.messages()
 
     asyncio.run(main())
+
+
+def test_a_runtime_without_a_user_never_reads_across_users(tmp_path: Path) -> None:
+    from actormem.models.embedders import HashEmbedder
+    from actormem.store import DuckDBStore
+
+    db = tmp_path / "m.duckdb"
+    with DuckDBStore(db, embedder=HashEmbedder(32)) as store:
+        store.add(Namespace(user_id="alice", agent_id="helper"), "alice's vault code is 4711")
+        store.add(
+            Namespace(user_id="bob", agent_id="helper", session_id="s9"), "bob's vault code is 9911"
+        )
+        for userless in (Namespace(agent_id="helper"), Namespace(session_id="s9")):
+            # unset fields are wildcards for reads: this runtime would read both users
+            with pytest.raises(ValueError, match="sets no user_id"):
+                MemoryRuntime(store=store, namespace=userless)
+        # an agent that serves no user names a shared one: it reads only that user's
+        shared = Namespace(user_id="shared", agent_id="helper")
+        with MemoryRuntime(store=store, namespace=shared) as rt:
+            assert rt.retrieve("vault code") == []

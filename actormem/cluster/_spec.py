@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from actormem._dsn import is_dsn
+from actormem._runtime_args import check_user_scoped
 from actormem.session import validate_session_id
 from actormem.store import Namespace
 
@@ -222,6 +223,10 @@ def make_spec(
         raise ClusterConfigError(
             f"RemoteRuntime.connect(namespace=...) must be a Namespace, got {type(ns).__name__}"
         )
+    try:
+        check_user_scoped(ns, "RemoteRuntime.connect(namespace=...)")
+    except ValueError as exc:
+        raise ClusterConfigError(str(exc)) from None
     return AgentSpec(
         namespace=ns,
         session_id=sid,

@@ -150,6 +150,10 @@ def test_connect_arguments_are_checked_where_they_enter() -> None:
         make_spec("s", None, object(), None, False, {})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="session id"):
         make_spec("../x", None, None, None, False, {})
+    for userless in (Namespace(agent_id="helper"), Namespace(session_id="s9")):
+        # every user's memories of the agent would be its own: refused, the field named
+        with pytest.raises(ClusterConfigError, match="sets no user_id"):
+            make_spec("s", userless, None, None, False, {})
 
 
 def test_an_agent_with_short_term_memory_only_is_created_and_restored(
