@@ -148,8 +148,14 @@ def test_memories_reembed_switches_a_store_to_the_bundled_embedder(tmp_path: Pat
     db = tmp_path / "mem.duckdb"
     with DuckDBStore(db, embedder=HashEmbedder(32)) as store:
         store.add(Namespace(user_id="ada"), "Ada keeps her bicycle in the garden shed")
-    r = run("memories", "search", "bicycle", "--db", str(db), "--user", "ada")
-    assert r.returncode == 2 and "embedder" in r.stderr  # the mismatch is reported clearly
+    # the store commands open it with the embedder it recorded ...
+    r = run("memories", "search", "bicycle", "--db", str(db), "--user", "ada", "--json")
+    assert r.returncode == 0 and "bicycle" in json.loads(r.stdout)[0]["memory"]["content"]
+    # ... and another one named is a mismatch, reported clearly
+    r = run(
+        "memories", "search", "bicycle", "--db", str(db), "--user", "ada", "--embedder", "hash-64"
+    )
+    assert r.returncode == 2 and "embedder 'hash-32'" in r.stderr, r.stderr
     r = run("memories", "reembed", "--db", str(db), "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)

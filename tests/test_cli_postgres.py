@@ -116,8 +116,23 @@ def test_memories_reembed_over_a_postgres_url(pg_dsn: str, tmp_path: Path) -> No
     url = pg_url(pg_dsn)
     with open_store(url, embedder=HashEmbedder(32)) as store:
         store.add(Namespace(user_id="ada"), "Ada keeps her bicycle in the garden shed")
-    r = run("memories", "search", "bicycle", "--db", url, "--user", "ada", cwd=tmp_path)
-    assert r.returncode == 2 and "embedder" in r.stderr  # the mismatch is reported clearly
+    # the store commands open it with the embedder it recorded ...
+    r = run("memories", "search", "bicycle", "--db", url, "--user", "ada", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and "bicycle" in json.loads(r.stdout)[0]["memory"]["content"]
+    # ... and another one named is a mismatch, reported clearly
+    r = run(
+        "memories",
+        "search",
+        "bicycle",
+        "--db",
+        url,
+        "--user",
+        "ada",
+        "--embedder",
+        "hash-64",
+        cwd=tmp_path,
+    )
+    assert r.returncode == 2 and "embedder 'hash-32'" in r.stderr, r.stderr
     r = run("memories", "reembed", "--db", url, "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
