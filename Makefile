@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check actormem tests benchmarks examples
 
 typecheck: $(STAMP)
-	$(BIN)/mypy actormem
+	$(BIN)/mypy actormem benchmarks
 
 unit: $(STAMP) browser cluster-tools
 	$(BIN)/pytest -q

@@ -36,6 +36,7 @@ vectors and queries:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing as mp
 import os
@@ -124,7 +125,7 @@ def _client_process(url: str, queries: list[str], seed: int, ready: Any, go: Any
     """One PostgreSQL client process: its own embedder and store, then the searches."""
     embedder = WordLlamaEmbedder()
     embedder.embed(["warm up"])
-    with open_store(url, embedder=embedder) as store:
+    with contextlib.closing(open_store(url, embedder=embedder)) as store:
         if hasattr(store, "warm_cache"):  # PostgreSQL: the steady state, copies loaded
             for t in range(TENANTS):
                 store.warm_cache(Namespace(user_id=f"u{t}"))

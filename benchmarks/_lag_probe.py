@@ -213,8 +213,8 @@ def probe(
         "with the process's threads using < 1/4 of the window (waiting for a core); "
         f"load {os.getloadavg()[0]:.1f}.  CPU per thread and code in those windows:"
     )
-    for kind, code, ms, windows in lag_rows:
-        print(f"  {ms:8.1f} ms in {windows:4d} windows  {kind:28s} {code}")
+    for row_kind, row_code, spent, windows in lag_rows:
+        print(f"  {spent:8.1f} ms in {windows:4d} windows  {row_kind:28s} {row_code}")
     worst.sort(key=lambda w: -w[0])
     slow_gc = sorted(((b - a) * 1000, g, w) for a, b, g, w in watch.collections if b - a > 0.002)
     print(
@@ -224,8 +224,8 @@ def probe(
     print(f"\nthe {min(top, len(worst))} latest ticks of the work (ms after its start):")
     for lag, at, threads in worst[:top]:
         print(f"  {lag:6.1f} ms late at +{at:7.1f} ms")
-        for ms, kind, code in threads[:4]:
-            print(f"      {ms:6.1f} ms CPU  {kind:26s} {code}")
+        for cpu_ms, thread_kind, thread_code in threads[:4]:
+            print(f"      {cpu_ms:6.1f} ms CPU  {thread_kind:26s} {thread_code}")
     stretch_rows = []
     for tid, a, b, cpu, start, end in sorted(watch.stretches, key=lambda s: -s[3])[:top]:
         i, j = bisect.bisect_left(times, a), bisect.bisect_right(times, b)
@@ -243,8 +243,9 @@ def probe(
             ]
         )
     print("\nlongest unpaced stretches of library threads (CPU between two pace() calls):")
-    for kind, cpu, wall, start, end, seen in stretch_rows:
-        print(f"  {cpu:6.1f} ms CPU / {wall:7.1f} ms wall  {kind}\n      from {start}  to {end}")
+    for row_kind, busy, wall, first, last, seen in stretch_rows:
+        print(f"  {busy:6.1f} ms CPU / {wall:7.1f} ms wall  {row_kind}")
+        print(f"      from {first}  to {last}")
         if seen:
             print(f"      seen meanwhile: {seen}")
     return {

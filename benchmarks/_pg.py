@@ -37,9 +37,9 @@ def postgres_server(shared_buffers: str | None = None) -> Iterator[str]:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR is not set
-        import pgserver
+        from pgserver.postgres_server import get_server
     folder = tempfile.mkdtemp(prefix="amb", dir="/tmp")  # unix socket paths are short
-    server: Any = pgserver.get_server(folder, cleanup_mode="stop")
+    server: Any = get_server(folder, cleanup_mode="stop")
     try:
         if shared_buffers is not None:
             import psycopg
@@ -52,7 +52,7 @@ def postgres_server(shared_buffers: str | None = None) -> Iterator[str]:
                     )
                 )
             server.cleanup()  # stop; read at the next start
-            server = pgserver.get_server(folder, cleanup_mode="stop")
+            server = get_server(folder, cleanup_mode="stop")
             with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
                 row = conn.execute("SHOW shared_buffers").fetchone()
             now = str(row[0]) if row else "?"

@@ -192,7 +192,8 @@ def inner(
         def pid(self) -> int:
             return os.getpid()
 
-    bare = Bare.options(
+    bare_class: Any = Bare  # a Ray actor class, typed as the plain class
+    bare = bare_class.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(worker.node_id, soft=True)
     ).remote()
     ray.get(bare.size.remote())
@@ -323,7 +324,7 @@ def _throughput(
                 pool.map(lambda i: connect(f"tp{n}-{i}", spread, idle_release=released), ids)
             )
 
-    async def first(h: Any) -> None:  # each agent's first write (untimed, as its start)
+    async def first_write(h: Any) -> None:  # each agent's first write (untimed, as its start)
         await h.asave_fact("city", "Porto")
 
     async def adds(h: Any) -> None:
@@ -344,7 +345,7 @@ def _throughput(
         start_s += time.perf_counter() - t
         for c, node in enumerate(_node_counts(mine, nodes)):
             counts[c] += node
-        asyncio.run(_gather(first, mine))
+        asyncio.run(_gather(first_write, mine))
         t = time.perf_counter()
         asyncio.run(_gather(adds, mine))
         add_s += time.perf_counter() - t
@@ -410,8 +411,11 @@ def main() -> None:
     ap.add_argument("--inner", nargs=3, metavar=("PG_URL", "OUT", "TMP"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner:
+        pg_url, out, tmp = args.inner
         inner(
-            *args.inner,
+            pg_url,
+            out,
+            tmp,
             args.agents,
             args.calls,
             args.failovers,

@@ -194,7 +194,7 @@ def _kept(msgs: list[Msg], facts: list[tuple[str, ...]]) -> int:
 
 
 #: The summary size before issue 15's LoCoMo goal was met, run beside the defaults for comparison.
-BEFORE = {"summary_ratio": 0.2, "summary_max_tokens": 4096}
+BEFORE: dict[str, Any] = {"summary_ratio": 0.2, "summary_max_tokens": 4096}
 
 
 def run(

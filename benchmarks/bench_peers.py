@@ -66,7 +66,7 @@ def actormem_side(size: int, single: int, queries: int) -> dict[str, Any]:
                 for i in range(queries):
                     q = f"what did the user say about tea on day {i % 97}"
                     t0 = time.perf_counter()
-                    hits = store.search(q, ns, limit=10, mode=mode)  # type: ignore[arg-type]
+                    hits = store.search(q, ns, limit=10, mode=mode)
                     times.append((time.perf_counter() - t0) * 1000)
                     assert hits
                 out[f"search_{mode}_ms"] = summary(times)
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load_before = _load()
     ours = {str(n): actormem_side(n, args.single, args.queries) for n in sizes}
     peer = peer_side(sizes, args.single, args.queries)
-    res = {"sizes": sizes, "actormem": ours, "langgraph_sqlite": peer}
+    res: dict[str, Any] = {"sizes": sizes, "actormem": ours, "langgraph_sqlite": peer}
     res["load_average"] = [load_before, _load()]
     p_all = peer if peer and "error" not in peer else {}
     rows = []

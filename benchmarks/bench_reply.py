@@ -113,7 +113,7 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
         for i in range(5):  # warm-up: embedder, caches, files
             agent.reply(f"warm-up message {i}")
         times = []
-        sys.meta_path.insert(0, spy)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, spy)
         cpu0 = time.process_time()
         try:
             for i in range(turns):
@@ -121,7 +121,7 @@ def _run(kind: str, turns: int, folder: Path) -> dict[str, Any]:
                 agent.reply(f"turn {i}: I like green tea and trains to Lisbon number {i}")
                 times.append((time.perf_counter() - t0) * 1000)
         finally:
-            sys.meta_path.remove(spy)  # type: ignore[arg-type]
+            sys.meta_path.remove(spy)
         rt.flush()  # the turns' background work (applier, journal files) is theirs
         cpu = (time.process_time() - cpu0) * 1000 / turns
     return {

@@ -98,7 +98,7 @@ def bench_sessions(n: int, repeats: int) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 path = rt.save_session("bench")
                 saves.append((time.perf_counter() - t0) * 1e3)
-            nbytes = path.stat().st_size
+            nbytes = Path(path).stat().st_size
         with MemoryRuntime(session_dir=d) as rt2:
             for _ in range(repeats):
                 t0 = time.perf_counter()

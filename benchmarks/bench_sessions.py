@@ -53,9 +53,9 @@ def _database() -> Iterator[str]:
     if not server_dsn:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import pgserver
+            from pgserver.postgres_server import get_server
         folder = tempfile.mkdtemp(prefix="ambs", dir="/tmp")
-        server = pgserver.get_server(folder, cleanup_mode="stop")
+        server = get_server(folder, cleanup_mode="stop")
         server_dsn = server.get_uri()
     name = "bench_" + uuid.uuid4().hex[:12]
     try:
@@ -63,7 +63,7 @@ def _database() -> Iterator[str]:
             conn.execute(f'CREATE DATABASE "{name}"')
         params = conninfo_to_dict(server_dsn)
         params["dbname"] = name
-        yield make_conninfo(**params)
+        yield make_conninfo("", **params)
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:

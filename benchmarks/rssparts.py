@@ -24,6 +24,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         session_dir=folder / "sessions",
         store=store,
         namespace=Namespace(user_id="soak", agent_id="agent"),
-        autocontext=None if a.no_compress else AutoContextConfig(msg_threshold=40, last_keep=6),
+        autocontext=False if a.no_compress else AutoContextConfig(msg_threshold=40, last_keep=6),
         recorder=RecorderConfig(batch_seconds=0.1, idle_seconds=5.0),
     )
     for setting in a.duck_set:
@@ -160,8 +161,8 @@ def main(argv: list[str] | None = None) -> None:
                 return 0
 
         def commit(cur: Any) -> None:
-            f = sys._getframe(1)
-            names = []
+            f: FrameType | None = sys._getframe(1)
+            names: list[str] = []
             while f is not None and len(names) < 4:
                 names.append(f.f_code.co_name)
                 f = f.f_back
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             def __getattr__(self, k: str) -> Any:
                 return getattr(self.c, k)
 
-        store._wcur = Proxy(store._wcur)  # type: ignore[assignment]
+        store._wcur = Proxy(store._wcur)
     t0 = time.monotonic()
     for i in range(a.turns + 1):
         if i % a.every == 0:

@@ -48,7 +48,7 @@ GRID: dict[str, tuple[float, ...]] = {
 Sums = dict[int, float]
 
 
-def _settings() -> list[dict[str, float]]:
+def _settings() -> list[dict[str, Any]]:  # SearchConfig keywords
     names = list(GRID)
     return [dict(zip(names, values, strict=True)) for values in itertools.product(*GRID.values())]
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in KS:
             held[k] += test[k] * per_conv[out][0]
     n_all = sum(n for n, _ in per_conv)
-    result = {
+    result: dict[str, Any] = {
         "held_out": {f"recall@{k}": round(v / n_all, 4) for k, v in held.items()},
         "held_out_recall_at_10_by_category": _by_category(per_conv, held_pairs),
         **{
