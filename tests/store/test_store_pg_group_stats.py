@@ -18,25 +18,17 @@ from actormem.store import _pg_schema as schema
 from tests.store._pg_old_writers import as_old_writer, insert_rows_v8
 from tests.store.test_store_pg_keyword import (
     EVERYTHING,
-    LIVE,
     NS_COLS,
     _corpus,
     _open,
     _postings_match_the_live_rows,
+    _recount,
     _same_ranking,
 )
 
 psycopg = pytest.importorskip("psycopg")
 
 QUERIES = ["w5", "w0 w1", "w3 w17 tag5", "changed migration", "w2 w9 w40 tag11"]
-
-
-def _recount(conn: Any) -> list[tuple[Any, ...]]:
-    """Per (term, concrete namespace): how many live rows hold it, from the rows."""
-    return conn.execute(
-        f"SELECT t, {NS_COLS}, count(*) FROM memories, unnest(terms) AS t WHERE {LIVE} "
-        f"GROUP BY t, {NS_COLS} ORDER BY 1, 2, 3, 4, 5"
-    ).fetchall()
 
 
 def _stats(conn: Any) -> list[tuple[Any, ...]]:

@@ -66,6 +66,15 @@ def _same_ranking(got: list[Any], want: list[Any], query: str) -> None:
     assert a == b, query
 
 
+def _recount(conn: Any) -> list[tuple[Any, ...]]:
+    """Per (term, concrete namespace): how many live rows hold it, from the rows
+    (what the statistics of every schema version must equal)."""
+    return conn.execute(
+        f"SELECT t, {NS_COLS}, count(*) FROM memories, unnest(terms) AS t WHERE {LIVE} "
+        f"GROUP BY t, {NS_COLS} ORDER BY 1, 2, 3, 4, 5"
+    ).fetchall()
+
+
 def _postings_match_the_live_rows(conn: Any) -> None:
     want = conn.execute(
         f"SELECT u.term, {NS_COLS}, id, u.tf, doclen FROM memories, "

@@ -30,6 +30,7 @@ from tests.store.test_store_pg_keyword import (
     _corpus,
     _open,
     _postings_match_the_live_rows,
+    _recount,
     _same_ranking,
 )
 
@@ -37,14 +38,6 @@ psycopg = pytest.importorskip("psycopg")
 
 STAMPS = "SELECT id, chg::text FROM memories ORDER BY id"
 QUERIES = ["w0", "w1 w2", "w3 w17 tag5", "w5 w9 w40 tag11", "w2 w60 w61"]
-
-
-def _recount(conn: Any) -> list[tuple[Any, ...]]:
-    """Per (term, concrete namespace): how many live rows hold it, from the rows."""
-    return conn.execute(
-        f"SELECT t, {NS_COLS}, count(*) FROM memories, unnest(terms) AS t WHERE {LIVE} "
-        f"GROUP BY t, {NS_COLS} ORDER BY 1, 2, 3, 4, 5"
-    ).fetchall()
 
 
 def _stats(conn: Any) -> list[tuple[Any, ...]]:
