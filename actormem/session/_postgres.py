@@ -94,7 +94,7 @@ from actormem.session._common import (
     validate_session_id,
 )
 from actormem.state import StateModule
-from actormem.store._pg_conn import first_line, is_lost, redacted, secrets_of
+from actormem.store._pg_conn import SaysDriverErrors, is_lost, redacted, secrets_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,7 +160,7 @@ def _import_psycopg() -> Any:
     return psycopg
 
 
-class PostgresSession:
+class PostgresSession(SaysDriverErrors):
     """Sessions stored in a PostgreSQL table, safe for many workers.
 
     Args:
@@ -299,10 +299,6 @@ class PostgresSession:
                 conn.close()
             except Exception:  # already gone
                 log.debug("session.pg_close_failed", exc_info=True)
-
-    def _say(self, exc: BaseException) -> str:
-        """The driver's first line with this DSN's secrets hidden (libpq may echo it)."""
-        return first_line(exc, self._secrets)
 
     def _lost(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection is gone (the operation may be retried)."""

@@ -17,7 +17,7 @@ from urllib.parse import quote, unquote, urlencode
 
 from actormem._dsn import redact_dsn
 
-__all__ = ["first_line", "is_lost", "redacted", "secrets_of"]
+__all__ = ["SaysDriverErrors", "first_line", "is_lost", "redacted", "secrets_of"]
 
 # a key/value password runs to the next ``word=`` (an unquoted one may hold spaces)
 _KV_SECRET: Final = re.compile(
@@ -78,6 +78,17 @@ def first_line(exc: BaseException, secrets: tuple[str, ...] = ()) -> str:
     for piece in sorted(pieces, key=len, reverse=True):
         text = re.sub(rf"(?<!\w){re.escape(piece)}(?!\w)", "***", text)
     return text
+
+
+class SaysDriverErrors:
+    """``_say(exc)`` for a class holding a DSN's secrets: the PostgreSQL store's
+    connections and the PostgreSQL sessions word driver errors alike."""
+
+    _secrets: tuple[str, ...]
+
+    def _say(self, exc: BaseException) -> str:
+        """The driver's first line with this DSN's secrets hidden (libpq may echo it)."""
+        return first_line(exc, self._secrets)
 
 
 def redacted(dsn: str) -> str:

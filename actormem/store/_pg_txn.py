@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import structlog
 
 from actormem.store._pg_ann import EF_SEARCH
-from actormem.store._pg_conn import first_line, is_lost
+from actormem.store._pg_conn import SaysDriverErrors, is_lost
 from actormem.store._pg_feed import FEED_VERSION, GONE_KEEP_SECONDS, trim_gone
 from actormem.store._pg_fence import FENCE_LOCK, FENCE_READ
 from actormem.store._pg_schema import declare_writer, ensure_schema
@@ -36,7 +36,7 @@ Key = tuple[str, str, str, str]
 _ATTEMPTS: Final = 3
 
 
-class PgConnections:
+class PgConnections(SaysDriverErrors):
     """The connection pool and transaction machinery of :class:`PostgresStore` (a mixin)."""
 
     _pg: Any
@@ -158,10 +158,6 @@ class PgConnections:
             self._pool.check()
         except Exception as exc:  # the retry will say what is wrong
             log.warning("store.pg_pool_check_failed", where=self.url, error=self._say(exc))
-
-    def _say(self, exc: BaseException) -> str:
-        """The driver's first line with this DSN's secrets hidden (libpq may echo it)."""
-        return first_line(exc, self._secrets)
 
     def _lost(self, exc: BaseException) -> bool:
         return is_lost(self._pg, exc)
