@@ -30,6 +30,7 @@ MODULES: list[str | tuple[str, list[str]]] = [
     "bench_peers",
     "bench_reply",
     "bench_coldstart",
+    "bench_startup",
     "bench_turns",
 ]
 
