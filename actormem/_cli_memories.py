@@ -147,7 +147,10 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
             progress, update = _progress_bar(console, "importing")
             with progress:
                 irep = store.import_(args.path, namespace=ns, progress=update)
-            console.print(f"imported {irep.added} memories ({irep.merged} merged) from {irep.path}")
+            console.print(
+                f"imported {irep.added} memories ({irep.merged} merged, {irep.copied} copied "
+                f"with new ids, {irep.skipped} skipped: in the store already) from {irep.path}"
+            )
         elif args.action == "forget":
             if not args.yes:
                 raise _UsageError("memories forget deletes for good: add --yes to confirm")

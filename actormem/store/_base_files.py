@@ -10,10 +10,13 @@ is backend-independent and separate from search and single writes.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -34,7 +37,7 @@ from actormem.store._types import (
     NewMemory,
 )
 
-__all__ = ["Transfer"]
+__all__ = ["Transfer", "copy_id"]
 
 log = structlog.get_logger("actormem.store._base")
 
@@ -91,10 +94,15 @@ class Transfer(BackendHooks):
     ) -> ImportReport:
         """Load memories exported by :meth:`export`.
 
-        Ids, timestamps, access counts and history-free state are kept; rows
-        whose id already exists are skipped, exact duplicates merged.
-        Vectors are reused when their size matches this store's, else
-        re-embedded.
+        Ids, timestamps, access counts and history-free state are kept; exact
+        duplicates are merged.  A row whose id the store already holds in the
+        same namespace is skipped (importing a file again adds nothing).  Into
+        ``namespace``, a row whose id lives in another namespace (a user's
+        export imported for another user) is copied: a new id derived from the
+        namespace and the source id, which ``metadata["copied_from"]`` keeps
+        (the same copy is not made twice).  Without ``namespace`` such a row is
+        skipped.  ``skipped`` and ``copied`` count them.  Vectors are reused
+        when their size matches this store's, else re-embedded.
 
         Args:
             path: A ``.parquet`` or ``.jsonl`` file.
@@ -116,20 +124,38 @@ class Transfer(BackendHooks):
             records_from_rows(chunk, namespace, self._dim, first=total + 1)
             total += len(chunk)
         # Second pass: the same batches, each one write transaction.
-        added = merged = done = 0
+        counts = _Counts()
+        done = 0
         for chunk in iter_rows(source, fmt, batch_size):
-            a, m = self._import_chunk(chunk, namespace, first=done + 1)
-            added += a
-            merged += m
+            self._import_chunk(chunk, namespace, counts, first=done + 1)
             done += len(chunk)
             if progress is not None:
                 progress(done, total)
-        log.info("store.imported", path=str(source), read=done, added=added, merged=merged)
-        return ImportReport(path=str(source), read=done, added=added, merged=merged)
+        log.info(
+            "store.imported",
+            path=str(source),
+            read=done,
+            added=counts.added,
+            merged=counts.merged,
+            copied=counts.copied,
+            skipped=counts.skipped,
+        )
+        return ImportReport(
+            path=str(source),
+            read=done,
+            added=counts.added,
+            merged=counts.merged,
+            copied=counts.copied,
+            skipped=counts.skipped,
+        )
 
     def _import_chunk(
-        self, rows: Sequence[dict[str, Any]], namespace: Namespace | None, first: int = 1
-    ) -> tuple[int, int]:
+        self,
+        rows: Sequence[dict[str, Any]],
+        namespace: Namespace | None,
+        counts: _Counts,
+        first: int = 1,
+    ) -> None:
         records, vectors = records_from_rows(rows, namespace, self._dim, first=first)
         missing = [i for i, v in enumerate(vectors) if v is None]
         if missing:
@@ -137,12 +163,32 @@ class Transfer(BackendHooks):
             for pos, i in enumerate(missing):
                 vectors[i] = fresh[pos]
 
-        def plan(planner: Planner, now: float, batch: Batch) -> tuple[int, int]:
-            existing = planner.view.existing_ids([r.id for r in records])
-            merged = 0
+        def plan(planner: Planner, now: float, batch: Batch) -> _Counts:
+            owners = planner.view.id_keys([r.id for r in records])
+            # into a chosen namespace each row has a copy id; one that exists is a
+            # copy an earlier import made (even if the source is gone since)
+            copies = {r.id: copy_id(r.namespace, r.id) for r in records} if namespace else {}
+            copied_before = planner.view.existing_ids(list(copies.values())) if copies else set()
+            got = _Counts()
             seen: set[str] = set()
             for rec, vec in zip(records, vectors, strict=True):
-                if rec.id in existing or rec.id in seen:
+                source = rec.id
+                if source in copies and copies[source] in copied_before:
+                    got.skipped += 1  # copied by an earlier import
+                    continue
+                if source in owners and source in copies:
+                    if owners[source] == rec.namespace.key():
+                        got.skipped += 1  # in this namespace already
+                        continue
+                    # its id lives in another namespace: a copy with an id of its own
+                    rec = msgspec.structs.replace(
+                        rec, id=copies[source], metadata={**rec.metadata, "copied_from": source}
+                    )
+                elif source in owners:
+                    got.skipped += 1  # in the store already
+                    continue
+                if rec.id in seen:
+                    got.skipped += 1  # twice in the file
                     continue
                 seen.add(rec.id)
                 if rec.alive and merge_kind(rec.kind):  # episodes and other events never merge
@@ -162,14 +208,37 @@ class Transfer(BackendHooks):
                             1.0,
                             "import duplicate",
                         )
-                        merged += 1
+                        got.merged += 1
                         continue
                 assert vec is not None
+                got.copied += rec.id != source
                 batch.inserts.append((rec, vec))
                 batch.log(rec.id, rec.namespace, "ADD", None, rec.content, "import")
             live = [(r, v) for r, v in batch.inserts if r.alive]
             dead = [(r, v) for r, v in batch.inserts if not r.alive]
             batch.inserts = live + dead
-            return len(batch.inserts), merged
+            got.added = len(batch.inserts)
+            return got
 
-        return self._write("import", plan)
+        counts.add(self._write("import", plan))
+
+
+def copy_id(namespace: Namespace, source_id: str) -> str:
+    """The id of the copy of memory ``source_id`` imported into ``namespace``: the same
+    every time (an import done again finds it), 32 hex digits like a new memory's."""
+    text = "\x1f".join((*namespace.key(), source_id))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+@dataclass
+class _Counts:
+    added: int = 0
+    merged: int = 0
+    copied: int = 0
+    skipped: int = 0
+
+    def add(self, other: _Counts) -> None:
+        self.added += other.added
+        self.merged += other.merged
+        self.copied += other.copied
+        self.skipped += other.skipped

@@ -87,6 +87,19 @@ class IndexView:
             cur.unregister("_ids")
         return {r[0] for r in rows}
 
+    def id_keys(self, ids: Sequence[str]) -> dict[str, Key]:
+        self._store._drain()
+        cur = self._store._wcur
+        cur.register("_ids", pa.table({"id": pa.array(list(ids), type=pa.string())}))
+        try:
+            rows = cur.execute(
+                "SELECT m.id, m.user_id, m.agent_id, m.run_id, m.session_id "
+                "FROM memories m JOIN _ids USING (id)"
+            ).fetchall()
+        finally:
+            cur.unregister("_ids")
+        return {str(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows}
+
     def nearest(
         self, key: Key, vectors: F32, threshold: float
     ) -> builtins.list[tuple[float, MemoryRecord] | None]:

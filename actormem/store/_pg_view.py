@@ -152,6 +152,14 @@ class PgView:
         ).fetchall()
         return {str(r[0]) for r in rows}
 
+    def id_keys(self, ids: Sequence[str]) -> dict[str, Key]:
+        rows = self._conn.execute(
+            "SELECT id, user_id, agent_id, run_id, session_id FROM memories "
+            "WHERE id = ANY(%s::text[])",
+            (array_text(ids),),
+        ).fetchall()
+        return {str(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows}
+
     def nearest(
         self, key: Key, vectors: F32, threshold: float
     ) -> builtins.list[tuple[float, MemoryRecord] | None]:

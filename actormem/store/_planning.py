@@ -114,6 +114,9 @@ class PlanView(Protocol):
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that any row (live or not) has."""
 
+    def id_keys(self, ids: Sequence[str]) -> dict[str, Key]:
+        """The namespace key of the row (live or not) holding each of ``ids`` that one holds."""
+
     def nearest(
         self, key: Key, vectors: F32, threshold: float
     ) -> builtins.list[tuple[float, MemoryRecord] | None]:

@@ -719,12 +719,27 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What an import did."""
+    """What an import did.
+
+    Attributes:
+        path: The file.
+        read: Its rows.
+        added: New memories (copies included).
+        merged: Rows folded into an exact duplicate already stored.
+        copied: Of ``added``, rows imported into a namespace other than the one
+            their id already lives in: copies with a new id (the source id in
+            ``metadata["copied_from"]``).
+        skipped: Rows not written because they are in the store already: their
+            id in the same namespace (an import done again), a copy of them
+            made by an earlier import, or their id twice in the file.
+    """
 
     path: str
     read: int
     added: int
     merged: int
+    copied: int = 0
+    skipped: int = 0
 
 
 class ReembedReport(msgspec.Struct, frozen=True, kw_only=True):

@@ -58,9 +58,8 @@ def test_export_import_round_trip(
     again = dst.import_(out)
     assert again.added == 0
     other = Namespace(user_id="carol")
-    moved = dst.import_(out, namespace=other)
-    assert moved.added == 0  # ids exist already
-    assert dst.count(other) == 0
+    moved = dst.import_(out, namespace=other)  # ids taken in another namespace: copies
+    assert (moved.added, moved.copied) == (5, 5) and dst.count(other) == 4
 
 
 def test_export_paths_are_validated(store: Any, ns: Namespace, tmp_path: Path) -> None:
@@ -271,3 +270,39 @@ def test_merged_access_counts_saturate_at_the_declared_maximum(
     dst.export(ns, out)
     again = make_store("again")
     assert again.import_(out).read == 3  # the survivor and the two merged rows
+
+
+def test_an_export_imported_for_another_user_is_a_copy(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = make_store()
+    bob, alice = Namespace(user_id="bob", agent_id="a"), Namespace(user_id="alice", agent_id="a")
+    ids = [r.id for r in store.add_many(bob, [f"bob template memory {i}" for i in range(5)])]
+    store.delete(bob, ids[4])
+    out = tmp_path / "bob.jsonl"
+    assert store.export(bob, out).memories == 5
+    rep = store.import_(out, namespace=alice)
+    assert (rep.read, rep.added, rep.copied, rep.skipped) == (5, 5, 5, 0)
+    copies = store.list(alice, limit=10)
+    assert sorted(r.metadata["copied_from"] for r in copies) == sorted(ids[:4])
+    assert not {r.id for r in copies} & set(ids)  # new ids: bob's memories are untouched
+    assert store.count(bob) == 4
+    store.update(alice, copies[0].id, content="alice changed her copy")
+    assert store.get(bob, copies[0].metadata["copied_from"]).content.startswith("bob")  # type: ignore[union-attr]
+    again = store.import_(out, namespace=alice)  # the same copies are not made twice
+    assert (again.added, again.copied, again.skipped) == (0, 0, 5) and store.count(alice) == 4
+    store.forget(bob)
+    after = store.import_(out, namespace=alice)
+    assert (after.added, after.skipped) == (0, 5) and store.count(alice) == 4
+    back = store.import_(out, namespace=bob)  # bob's own ids are free again: restored as they were
+    assert (back.added, back.copied, back.skipped) == (5, 0, 0)
+    assert sorted(r.id for r in store.list(bob, limit=10)) == sorted(ids[:4])
+    assert store.import_(out).skipped == 5  # in their own namespace already
+
+
+def test_an_id_taken_in_another_namespace_is_refused_without_naming_it(store: Any) -> None:
+    secret = Namespace(user_id="bob-the-secret-user", agent_id="hidden-agent")
+    mid = store.add(secret, "bob's memory").id
+    with pytest.raises(InvalidMemoryError, match="already exists") as err:
+        store.add(Namespace(user_id="alice"), NewMemory(content="x", id=mid))
+    assert "bob-the-secret-user" not in str(err.value) and "hidden-agent" not in str(err.value)
