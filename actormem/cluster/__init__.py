@@ -55,7 +55,8 @@ from __future__ import annotations
 
 from actormem.cluster._calls import CALLS, NOT_FORWARDED
 from actormem.cluster._events import EventsLostError
-from actormem.cluster._handle import RemoteFleeting, RemoteJournal, RemoteRuntime, RemoteSessions
+from actormem.cluster._handle import RemoteJournal, RemoteRuntime
+from actormem.cluster._remote_state import RemoteFleeting, RemoteSessions
 from actormem.cluster._spec import (
     RAY_NAMESPACE,
     AgentRestartedError,

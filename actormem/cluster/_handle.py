@@ -30,7 +30,7 @@ An actor that ended for good (``stop()`` by any handle) is created again,
 from its session, by the next call or ``connect`` of any handle -- never by
 a subscription to its events (``_events``).  A ``connect`` that meets an
 actor ending (released or stopped between Ray's get-or-create and its first
-answer) looks it up again (:func:`_reach`).
+answer) looks it up again (:func:`~actormem.cluster._connect._reach`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -51,10 +50,17 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
+from actormem.cluster import _connect
 from actormem.cluster._calls import ASYNC_TWINS, CALLS, HOST_CALLS, NOT_FORWARDED, Call
 from actormem.cluster._capacity import wait_started
-from actormem.cluster._events import GROUP, EventPump
-from actormem.cluster._host import MemoryHost
+from actormem.cluster._connect import (
+    _MAX_BACKOFF,
+    _lost_errors,
+    _ray,
+    _unwrapped,
+)
+from actormem.cluster._events import EventPump
+from actormem.cluster._remote_state import RemoteFleeting, RemoteSessions
 from actormem.cluster._spec import (
     RAY_NAMESPACE,
     AgentRestartedError,
@@ -69,48 +75,16 @@ from actormem.cluster._spec import (
 from actormem.cluster._wire import pack, unpack
 from actormem.events import Event
 from actormem.runtime import RUNTIME, MemoryRuntime
-from actormem.session import SessionError, SessionInfo
 
 if TYPE_CHECKING:
     import os
 
     from actormem.recorder import LongTermMemoryMode, RecorderConfig
-    from actormem.state import StateModule
     from actormem.store import Namespace
 
 __all__ = ["RemoteJournal", "RemoteRuntime", "RemoteSessions"]
 
 log = structlog.get_logger(__name__)
-
-#: Longest pause between two attempts to reach a restarting actor.
-_MAX_BACKOFF = 0.5
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:  # pragma: no cover - the extra is installed by make test
-        raise ImportError("actormem.cluster needs Ray: pip install 'actormem[ray]'") from None
-    return ray
-
-
-@functools.cache
-def _host_class() -> Any:
-    # The agent's calls run one at a time; event polls wait in a group of their own.
-    return _ray().remote(concurrency_groups={GROUP: 16})(MemoryHost)
-
-
-def _lost_errors() -> tuple[type[BaseException], ...]:
-    exc = _ray().exceptions
-    return (exc.RayActorError, exc.ActorUnavailableError)
-
-
-def _unwrapped(exc: BaseException) -> BaseException:
-    """The runtime's own exception inside Ray's task error (or ``exc`` itself)."""
-    cause = getattr(exc, "cause", None)
-    if isinstance(exc, _ray().exceptions.RayTaskError) and isinstance(cause, BaseException):
-        return cause
-    return exc
 
 
 class RemoteJournal:
@@ -263,7 +237,7 @@ class RemoteRuntime:
             "failover_timeout": float(failover_timeout),
             "actor_options": check_actor_options(actor_options),
         }
-        actor, info = _reach(spec, connect, float(start_timeout))
+        actor, info = _connect._reach(spec, connect, float(start_timeout))
         return cls(actor, spec, info, connect)
 
     @classmethod
@@ -774,277 +748,9 @@ class RemoteRuntime:
     def _reach_again(self) -> None:
         """Look the actor up again (Ray restarts it; after a stop, this creates it)."""
         try:
-            self._actor = _get_or_create(self._spec, self._connect_args)
+            self._actor = _connect._get_or_create(self._spec, self._connect_args)
         except _lost_errors():
             pass  # still restarting: the next attempt looks again
-
-
-def _get_or_create(spec: AgentSpec, connect: Mapping[str, Any]) -> Any:
-    options: dict[str, Any] = {
-        "name": actor_name(spec),
-        "namespace": RAY_NAMESPACE,
-        "lifetime": "detached",
-        "get_if_exists": True,
-        "max_restarts": connect["max_restarts"],
-        "max_task_retries": 0,  # the handle decides what may be sent again
-        "num_cpus": 0,
-    }
-    options.update(connect["actor_options"])
-    return _host_class().options(**options).remote(spec)
-
-
-#: Times ``connect`` gets (or creates) the agent's actor again when the one it got ended
-#: before answering (an idle release or a stop between the lookup and the first call).
-_CONNECT_TRIES = 5
-
-
-def _reach(
-    spec: AgentSpec, connect: Mapping[str, Any], start_timeout: float
-) -> tuple[Any, dict[str, Any]]:
-    """Get or create the agent's actor and describe it: ``(actor, its description)``.
-
-    Ray's get-or-create can hand back an actor that is ending -- released
-    idle, or stopped by another handle, between the lookup and the
-    ``describe`` -- which then fails without having run.  That actor is
-    looked up (or created) again, up to ``_CONNECT_TRIES`` times; an actor
-    whose start failed (its ``__init__`` raised) is not: that error is
-    raised at once (:func:`creation_error`, Ray's error as the cause).  An
-    actor that waits for a node with room is waited for up to
-    ``start_timeout`` (``_capacity.wait_started``).
-
-    Raises:
-        ClusterConfigError, ClusterError: as :meth:`RemoteRuntime.connect`.
-    """
-    ray = _ray()
-    last: BaseException | None = None
-    deadline = time.monotonic() + start_timeout
-    what = f"could not start within start_timeout={start_timeout:g}s"
-    for attempt in range(_CONNECT_TRIES):
-        actor = _get_or_create(spec, connect)
-        try:
-            ref = actor.describe.remote(spec)
-            wait_started(ref, actor, spec, connect["actor_options"], deadline, what)
-            info: dict[str, Any] = ray.get(ref)
-        except ray.exceptions.RayTaskError as exc:
-            raise _unwrapped(exc) from None
-        except ray.exceptions.RayActorError as exc:
-            if exc.actor_init_failed:
-                raise creation_error(spec, exc) from exc
-            last = exc
-            log.info(
-                "cluster.connect_found_an_ending_actor",
-                session_id=spec.session_id,
-                attempt=attempt + 1,
-                error=type(exc).__name__,
-            )
-            time.sleep(min(0.05 * 2**attempt, _MAX_BACKOFF))  # Ray gives no event for "gone"
-            continue
-        return actor, info
-    raise ClusterError(
-        f"the agent {spec.session_id!r} ended before answering {_CONNECT_TRIES} times in a "
-        f"row while connecting (released, stopped or restarting each time): {last}"
-    ) from last
-
-
-#: The runtime's errors a failed actor start is raised as (by the name Ray's message gives).
-_AS_CONFIG_ERROR = ("ClusterConfigError", "ValueError", "TypeError")
-
-
-def creation_error(spec: AgentSpec, exc: BaseException) -> ClusterError:
-    """The error to raise when the agent's actor could not start (``exc``: Ray's, the cause).
-
-    Ray keeps only the text of an error raised in an actor's ``__init__``
-    (the traceback; its last ``Name: message`` line is the error): a
-    refusal of the agent's settings (:class:`ClusterConfigError`, or the
-    runtime's ``ValueError``/``TypeError`` on its
-    arguments) is raised as :class:`ClusterConfigError`, anything else as
-    :class:`ClusterError`; the caller chains Ray's error as the cause.
-    """
-    text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    found = [m for m in map(_ERROR_LINE.match, lines) if m is not None]
-    if found:
-        name, message = found[-1].group(1), found[-1].group(2)
-        what = f"{name}: {message}"
-    else:
-        name, what = "", (lines[-1] if lines else repr(exc))
-    kind = ClusterConfigError if name in _AS_CONFIG_ERROR else ClusterError
-    return kind(f"the agent {spec.session_id!r} could not start: {what}")
-
-
-_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)): (.*)$")
-
-
-class RemoteFleeting(MutableMapping[str, Any]):
-    """``RemoteRuntime.fleeting``: the actor's fleeting memory as a mapping.
-
-    Each operation is one call to the actor; setting or deleting a key changes
-    the session's state (acknowledged by the next ``flush()``/``save_session()``,
-    as an ``add``).  Values must be picklable (JSON ones are saved with the session).
-    """
-
-    def __init__(self, handle: RemoteRuntime) -> None:
-        self._handle = handle
-
-    def __getitem__(self, key: str) -> Any:
-        found, value = self._handle._call("fleeting_get", key)
-        if not found:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(key, str):
-            raise TypeError(f"fleeting memory keys must be str, got {type(key).__name__}")
-        self._handle._call("fleeting_set", {key: value})
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        """Set several keys in one call."""
-        items = dict(*args, **kwargs)
-        if not all(isinstance(k, str) for k in items):
-            raise TypeError("fleeting memory keys must be str")
-        self._handle._call("fleeting_set", items)
-
-    def __delitem__(self, key: str) -> None:
-        self._handle._call("fleeting_delete", key)
-
-    def clear(self) -> None:
-        """Remove every key in one call."""
-        self._handle._call("fleeting_delete", None)
-
-    def __iter__(self) -> Iterator[str]:
-        keys: list[str] = self._handle._call("fleeting_get", None)
-        return iter(keys)
-
-    def __len__(self) -> int:
-        return len(self._handle._call("fleeting_get", None))
-
-    def __repr__(self) -> str:
-        return f"RemoteFleeting({dict(self)!r})"
-
-
-class RemoteSessions:
-    """The session storage of a remote agent, as a ``ReActAgent`` uses it.
-
-    Saves and loads run in the actor against its own storage (one writer per
-    session); the runtime's state never leaves the actor, the other
-    components' states (an agent's) travel with the call.
-    """
-
-    def __init__(self, handle: RemoteRuntime) -> None:
-        self._handle = handle
-
-    def _host(self, method: str, *args: Any) -> Any:
-        h = self._handle
-        return h._attempt(lambda: getattr(h._actor, method).remote(*args), method)
-
-    def _split(
-        self, components: Mapping[str, StateModule | RemoteRuntime]
-    ) -> tuple[str | None, dict[str, StateModule]]:
-        runtime_as: str | None = None
-        others: dict[str, StateModule] = {}
-        for name, module in components.items():
-            if module is self._handle:
-                runtime_as = name
-            elif isinstance(module, RemoteRuntime | MemoryRuntime):
-                raise SessionError(
-                    f"component {name!r} is another runtime: save it through its own storage"
-                )
-            else:
-                others[name] = module
-        return runtime_as, others
-
-    def location(self, session_id: str) -> str:
-        """Where the session is stored."""
-        result: str = self._host("session_call", "location", (session_id,))
-        return result
-
-    def save(self, session_id: str, components: Mapping[str, Any]) -> str:
-        """Save the components (this handle's runtime among them) in one transaction."""
-        runtime_as, others = self._split(components)
-        states = {name: module.state_dict() for name, module in others.items()}
-        return self.put_runtime(session_id, states, runtime_as).path
-
-    def save_state(self, session_id: str, states: Mapping[str, Any]) -> str:
-        """Save already-collected states (the runtime's own added for the agent's session)."""
-        return self.put_runtime(session_id, dict(states), None).path
-
-    def put(self, session_id: str, states: Mapping[str, Any]) -> SessionInfo:
-        """Save already-collected states; describe what was written."""
-        return self.put_runtime(session_id, dict(states), None)
-
-    def put_runtime(
-        self, session_id: str, states: dict[str, Any], runtime_as: str | None
-    ) -> SessionInfo:
-        """Save ``states`` with the runtime's (as ``runtime_as``); acknowledges the agent's."""
-        h = self._handle
-        mark = h._change_mark()
-        info: SessionInfo = h._session_op("session_put", session_id, states, runtime_as)
-        if session_id == h.session_id:
-            h._saved(mark)
-        return info
-
-    def exists(self, session_id: str) -> bool:
-        """Whether the session is stored."""
-        return bool(self._host("session_call", "exists", (session_id,)))
-
-    def read(self, session_id: str) -> dict[str, Any]:
-        """The stored components of the session."""
-        result: dict[str, Any] = self._host("session_call", "read", (session_id,))
-        return result
-
-    def load(
-        self,
-        session_id: str,
-        components: Mapping[str, Any],
-        *,
-        strict: bool = True,
-        allow_missing: bool = True,
-    ) -> bool:
-        """Restore the runtime (in the actor) and the other components (here).
-
-        The runtime is restored first; a component here that rejects its
-        state raises ``SessionError`` after the runtime was restored.
-        """
-        runtime_as, others = self._split(components)
-        if runtime_as is None:
-            if not self.exists(session_id):
-                if allow_missing:
-                    return False
-                raise SessionError(f"session {session_id!r} not found")
-            stored = self.read(session_id)
-        else:
-            h = self._handle
-            found, stored = h._session_op(
-                "session_load", session_id, runtime_as, strict, allow_missing
-            )
-            if not found:
-                return False
-            if session_id == h.session_id:
-                h._unsaved = False  # the runtime holds its own session's stored state
-            else:
-                h._unsaved = True  # another session's state, not yet saved as the agent's
-        for name, module in others.items():
-            if name in stored:
-                module.load_state_dict(stored[name], strict=strict)
-            elif strict:
-                raise SessionError(f"session {session_id!r} has no state for {name!r}")
-        return True
-
-    def list(self) -> list[SessionInfo]:
-        """The stored sessions, newest first."""
-        result: list[SessionInfo] = self._host("session_call", "list", ())
-        return result
-
-    def delete(self, session_id: str) -> bool:
-        """Delete a session (not the agent's own while it runs)."""
-        if session_id == self._handle.session_id:
-            raise SessionError(
-                f"session {session_id!r} is the running agent's own: stop() the agent first"
-            )
-        return bool(self._host("session_call", "delete", (session_id,)))
-
-    def close(self) -> None:
-        """Nothing to release: the storage lives in the actor."""
 
 
 def _forward(name: str) -> Callable[..., Any]:

@@ -235,7 +235,7 @@ def test_max_restarts_is_checked_where_it_enters() -> None:
 def test_a_refused_actor_start_is_a_cluster_config_error_with_rays_error_as_cause() -> None:
     from ray.exceptions import RayActorError
 
-    from actormem.cluster._handle import creation_error
+    from actormem.cluster._connect import creation_error
 
     s = make_spec("s1", ALICE, None, None, False, {})
     text = (
@@ -271,7 +271,7 @@ def test_save_session_answers_as_the_local_runtime(
 def test_the_fleeting_memory_is_reached_through_the_handle_and_restored(
     url: str, hosts: list[MemoryHost]
 ) -> None:
-    from actormem.cluster._handle import RemoteFleeting
+    from actormem.cluster._remote_state import RemoteFleeting
 
     class Direct:  # the handle's round trip, without Ray: straight to the host
         def __init__(self, host: MemoryHost) -> None:

@@ -21,7 +21,7 @@ import ray
 from ray.exceptions import ActorDiedError, RayActorError
 
 from actormem.cluster import ClusterConfigError, ClusterError, RemoteRuntime
-from actormem.cluster import _handle as handle_module
+from actormem.cluster import _connect as connect_module
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import AgentSpec, make_spec
 from actormem.events import Event, MessageAdded
@@ -115,7 +115,7 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Ray]:
     monkeypatch.setattr(ray, "get", _get)
     monkeypatch.setattr(ray, "wait", lambda refs, **_: (list(refs), []))  # answered as sent
     monkeypatch.setattr(ray, "get_actor", fake.get_actor)
-    monkeypatch.setattr(handle_module, "_get_or_create", fake.get_or_create)
+    monkeypatch.setattr(connect_module, "_get_or_create", fake.get_or_create)
     monkeypatch.setattr(RemoteRuntime, "_get", lambda self, ref: _get(ref))
     yield fake
     for h in fake.hosts:
