@@ -221,8 +221,10 @@ def test_a_trickled_body_cannot_outlast_the_call(hostile: Any) -> None:
     with pytest.raises(ModelTimeoutError, match="timed out"):
         model(srv.url("trickle"), timeout=0.3).chat([Msg.user("hi")])  # per attempt too
     got: list[str] = []
+    # long enough for the first events to arrive on a loaded machine (the stream must
+    # have begun for it to "break", and for ``got`` to hold what arrived)
     with pytest.raises(ModelTimeoutError, match="the stream broke: timed out"):
-        for piece in model(srv.url("sse"), timeout=5).stream([Msg.user("hi")], timeout=0.4):
+        for piece in model(srv.url("sse"), timeout=5).stream([Msg.user("hi")], timeout=2.0):
             got.append(piece)
     assert got and set(got) == {"x"}  # what arrived was yielded before the deadline
     # The client stopped reading at its deadline: no worker thread is left reading.
