@@ -45,12 +45,15 @@ from actormem.store._duckdb_rows import (
     INSERT_HEAD,
     SMALL_BATCH,
     change_sql,
+    execute_history,
     execute_insert,
     history_row,
     insert_table,
     journal_statements,
+    literal_history,
     literal_inserts,
     memory_row,
+    wire_history_table,
     write_statements,
 )
 from actormem.store._duckdb_sql import lit
@@ -581,14 +584,21 @@ class DuckDBLogged:
             rows = [memory_row(m, self._dim) for w in writes for m in w.inserts]
             script.append(INSERT_HEAD + ", ".join(rows))
         script.extend(change_sql(c, self._dim) for w in writes for c in w.changes)
+        history_arrow = None
         if any(w.history for w in writes):
             prefix = uuid.uuid4().hex  # one per step: the rows' ids are unique in it
-            history: list[str] = []
-            for w in writes:  # 2-3 us a row: the applier lets other threads in between
-                for h in w.history:
-                    history.append(history_row(h, f"{prefix}-{len(history)}", w.now))
-                pace()
-            script.append(HISTORY_HEAD + ", ".join(history))
+            if literal_history([h for w in writes for h in w.history]):
+                history: list[str] = []
+                for w in writes:  # 2-3 us a row: the applier lets other threads in between
+                    for h in w.history:
+                        history.append(history_row(h, f"{prefix}-{len(history)}", w.now))
+                    pace()
+                script.append(HISTORY_HEAD + ", ".join(history))
+            else:  # long texts: bound through Arrow, not parsed (see LITERAL_CHARS)
+                dated = [(h, w.now) for w in writes for h in w.history]
+                history_arrow = wire_history_table(
+                    [(h, f"{prefix}-{i}", now) for i, (h, now) in enumerate(dated)]
+                )
         script.extend(_merged_statements(pending))
         touches, touch_sql = self._touches_for(pending)
         last = pending[-1].seq
@@ -598,11 +608,15 @@ class DuckDBLogged:
         script.append(f"UPDATE store_meta SET value = {lit(str(last))} WHERE key = 'commit_seq'")
         script.append("COMMIT")
         try:
-            if arrow:
+            if arrow or history_arrow is not None:
                 cur.execute("BEGIN TRANSACTION")
-                execute_insert(
-                    cur, insert_table(self._dim, [r for r, _ in inserts], [v for _, v in inserts])
-                )
+                if arrow:
+                    execute_insert(
+                        cur,
+                        insert_table(self._dim, [r for r, _ in inserts], [v for _, v in inserts]),
+                    )
+                if history_arrow is not None:
+                    execute_history(cur, history_arrow)
             else:  # one call into DuckDB
                 script.insert(0, "BEGIN TRANSACTION")
             cur.execute(";\n".join(script))

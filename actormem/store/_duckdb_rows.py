@@ -56,6 +56,7 @@ __all__ = [
     "insert_table",
     "insert_values",
     "journal_statements",
+    "literal_history",
     "literal_inserts",
     "memory_row",
     "moved_sql",
@@ -64,6 +65,7 @@ __all__ = [
     "ts_array",
     "update_rows",
     "update_sql",
+    "wire_history_table",
     "write_statements",
 ]
 
@@ -249,6 +251,29 @@ def history_table(
         }
     )
     return tbl
+
+
+def wire_history_table(rows: Sequence[tuple[WireHistory, str, float]]) -> pa.Table:
+    """The Arrow table of logged history rows, each ``(row, id, written at)``.
+
+    For rows whose texts add up past :data:`LITERAL_CHARS` (see there); the
+    columns of :func:`history_table`.
+    """
+
+    def col(i: int) -> pa.Array:
+        return pa.array([getattr(h, _WIRE_HISTORY[i]) for h, _, _ in rows], type=pa.string())
+
+    return pa.table(
+        {
+            "id": pa.array([rid for _, rid, _ in rows], type=pa.string()),
+            **{name: col(i) for i, name in enumerate(_WIRE_HISTORY) if name != "reason"},
+            "ts": ts_array([ts for _, _, ts in rows]),
+            "reason": col(_WIRE_HISTORY.index("reason")),
+        }
+    )
+
+
+_WIRE_HISTORY = WireHistory.__struct_fields__
 
 
 def execute_history(cur: Any, tbl: pa.Table) -> None:
@@ -508,6 +533,16 @@ LITERAL_INSERTS = 8
 LITERAL_CHARS = 1 << 16
 
 
+def _history_chars(rows: Iterable[tuple[Any, ...]]) -> int:
+    """The characters of the old and new texts of history rows (fields 3 and 4)."""
+    return sum(len(r[3] or "") + len(r[4] or "") for r in rows)
+
+
+def literal_history(rows: Sequence[WireHistory]) -> bool:
+    """Whether logged history rows are written as SQL literals (see :data:`LITERAL_CHARS`)."""
+    return sum(len(h.old_content or "") + len(h.new_content or "") for h in rows) <= LITERAL_CHARS
+
+
 def literal_inserts(records: Sequence[MemoryRecord]) -> bool:
     """Whether an insert of ``records`` is written as SQL literals (else through Arrow)."""
     if len(records) > LITERAL_INSERTS:
@@ -542,7 +577,7 @@ def small_statements(dim: int, batch: Batch, now: float) -> list[str | Batch]:
             out.append(Batch(changes=batch.changes))
     if batch.history:
         part = Batch(history=batch.history)
-        if len(batch.history) <= 4 * SMALL_BATCH:
+        if len(batch.history) <= 4 * SMALL_BATCH and _history_chars(batch.history) <= LITERAL_CHARS:
             with contextlib.suppress(UnsafeLiteral):
                 part = history_sql(batch.history, now)
         out.append(part)

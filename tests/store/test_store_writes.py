@@ -163,17 +163,23 @@ def test_a_long_text_is_written_through_arrow_and_reads_back_whole(
     store: DuckDBStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """DuckDB parses SQL with the GIL held: a text past LITERAL_CHARS (an offloaded
-    conversation) is bound through an Arrow table, not parsed as a literal."""
+    conversation) is bound through Arrow tables (the memory and its history row),
+    not parsed as a literal."""
     from actormem.store import _duckdb_logged, _duckdb_rows
 
-    tables: list[int] = []
-    real = _duckdb_logged.execute_insert
+    tables: list[str] = []
+    real_insert, real_history = _duckdb_logged.execute_insert, _duckdb_logged.execute_history
 
-    def spy(cur: object, insert: tuple[object, str, str]) -> None:
-        tables.append(getattr(insert[0], "num_rows", -1))
-        real(cur, insert)  # type: ignore[arg-type]
+    def spy_insert(cur: object, insert: tuple[object, str, str]) -> None:
+        tables.append("memories")
+        real_insert(cur, insert)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_duckdb_logged, "execute_insert", spy)
+    def spy_history(cur: object, tbl: object) -> None:
+        tables.append("history")
+        real_history(cur, tbl)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_duckdb_logged, "execute_insert", spy_insert)
+    monkeypatch.setattr(_duckdb_logged, "execute_history", spy_history)
     ns = Namespace(user_id="u")
     piece = "it's 'quoted' \\ é 中文 🙂 line\nbreak; "
     long_text = piece * (_duckdb_rows.LITERAL_CHARS // len(piece) + 50)
@@ -182,7 +188,7 @@ def test_a_long_text_is_written_through_arrow_and_reads_back_whole(
     assert tables == []  # a short text: literals
     long_id = store.add(ns, long_text).id
     store.flush()
-    assert tables == [1]
+    assert tables == ["memories", "history"]  # the ADD's history row holds the text too
     store.close()
     with DuckDBStore(
         tmp_path / "w.duckdb", embedder=HashEmbedder(64), touch_flush_interval=None
@@ -190,6 +196,8 @@ def test_a_long_text_is_written_through_arrow_and_reads_back_whole(
         rec = again.get(ns, long_id)
         assert rec is not None and rec.content == long_text
         assert again.get(ns, short) is not None
+        added = again.history(ns, long_id)
+        assert [(h.op, h.old_content, h.new_content) for h in added] == [("ADD", None, long_text)]
         hits = again.search("quoted", ns, limit=2, mode="keyword")
         assert [h.memory.id for h in hits] == [long_id]
 
