@@ -92,3 +92,30 @@ def test_long_texts_get_the_whole_texts_postings() -> None:
         assert prepared.counts == list(want.values())
         assert prepared.tfs.tolist() == [float(c) for c in want.values()]
         assert prepared.doclen.tolist() == [float(sum(want.values()))]
+
+
+def test_a_batch_of_long_and_short_texts_gets_each_texts_postings() -> None:
+    # The batch path joins texts up to _CHUNK texts and _CHUNK_CHARS characters
+    # per step (a longer text alone); the postings must not depend on the cuts.
+    from actormem.store import _tokenize
+
+    rng = random.Random(16)
+    vocab = ["alpha", "Beta", "gammas", "running", "x9", "the", "stories", "z" * 80]
+    sizes = [3, _tokenize._CHUNK_CHARS + 11, 40, 0, 5_000] + [
+        rng.randrange(1, 60) for _ in range(600)
+    ]
+    texts = [" ".join(rng.choice(vocab) for _ in range(n // 6 + 1)) for n in sizes]
+    texts[3] = ""
+    prepared = prepare([_record(t) for t in texts])
+    got: dict[str, dict[int, float]] = {}
+    for i, term in enumerate(prepared.terms):
+        lo, hi = int(prepared.starts[i]), int(prepared.starts[i + 1])
+        got[term] = dict(
+            zip(prepared.rows[lo:hi].tolist(), prepared.tfs[lo:hi].tolist(), strict=True)
+        )
+    want: dict[str, dict[int, float]] = {}
+    for row, text in enumerate(texts):
+        for term, n in Counter(tokenize(text)).items():
+            want.setdefault(term, {})[row] = float(n)
+    assert got == want
+    assert prepared.doclen.tolist() == [float(len(tokenize(t))) for t in texts]
