@@ -733,7 +733,9 @@ class RemoteRuntime:
                 return None
             self._actor = actor
             try:
-                registered: tuple[str, int] = self._get(actor.events_register.remote())
+                registered: tuple[str, int] = self._get(
+                    self._bounded(actor.events_register.remote(), deadline, "subscribe")
+                )
             except _lost_errors() as exc:  # ending (looked up again) or restarting
                 if time.monotonic() >= deadline:
                     raise ClusterError(

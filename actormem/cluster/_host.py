@@ -115,6 +115,7 @@ from actormem.session import (
     SessionConflictError,
     SessionError,
     SessionInfo,
+    SessionStorageError,
     validate_session_id,
 )
 from actormem.store import StoreFencedError
@@ -324,8 +325,13 @@ class MemoryHost:
             self._owner_of(session_id, storage.read(session_id))
         except ClusterConfigError:
             return False
-        except SessionError:  # deleted or damaged since: the caller's own read says which
-            return True
+        except SessionStorageError:  # the database failed: say so, never guess
+            raise
+        except SessionError:
+            # deleted or damaged since: whose it is cannot be told, so only the agent's
+            # own session is visible (its caller's read says which); another id is
+            # absent -- never deleted, never told to be stored
+            return session_id == self._spec.session_id
         return True
 
     def _owned(self, session_id: str) -> dict[str, Any]:

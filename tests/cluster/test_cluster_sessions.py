@@ -24,7 +24,7 @@ from actormem.messages import Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
 from actormem.runtime import MemoryRuntime
-from actormem.session import PostgresSession, SessionError
+from actormem.session import PostgresSession, SessionError, SessionStorageError
 from actormem.store import Namespace
 from tests._postgres import pg_url
 
@@ -220,3 +220,34 @@ def test_a_save_or_load_through_the_session_storage_is_refused_by_a_restarted_ag
     inc, _ = again.session_put("s1", {"agent": {"x": 1}}, "runtime", again.incarnation)
     assert inc == again.incarnation
     assert texts(again) == ["one"]
+
+
+def test_a_session_whose_owner_cannot_be_read_is_absent_and_never_deleted(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another id whose stored document cannot be read (damaged, or from a newer
+    version): whose it is cannot be told, so to the agent it is absent -- its
+    delete deletes nothing and exists() does not tell it is stored; a failure of
+    the database itself is raised, not read as "absent"."""
+    h = host()
+    _local_save(url, "theirs", "bob's secret", BOB)
+    storage = h._rt.session
+    real_read = storage.read
+
+    def damaged(session_id: str) -> dict[str, Any]:
+        if session_id == "theirs":
+            raise SessionError("session 'theirs' cannot be decoded")
+        return real_read(session_id)
+
+    monkeypatch.setattr(storage, "read", damaged)
+    assert h.session_call("exists", ("theirs",)) is False
+    assert h.session_call("delete", ("theirs",)) is False
+    monkeypatch.setattr(storage, "read", real_read)
+    assert storage.exists("theirs")  # still stored: nothing was deleted
+
+    def down(session_id: str) -> dict[str, Any]:
+        raise SessionStorageError("the database is unreachable")
+
+    monkeypatch.setattr(storage, "read", down)
+    with pytest.raises(SessionStorageError):
+        h.session_call("delete", ("theirs",))
