@@ -124,11 +124,14 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX IF NOT EXISTS {t_saved_at} ON {t} (saved_at DESC)",
     ),
     # 2: the row's generation, so a version can never match another incarnation
-    # of a session (deleted and created again).  Existing rows get one each; the
-    # default also covers a process of the previous layout still inserting.
+    # of a session (deleted and created again).  Added without a default, then
+    # given one, so existing rows keep NULL and the table is not rewritten under
+    # an exclusive lock (a volatile default in ADD COLUMN rewrites every row);
+    # a row created from then on -- by a process of the previous layout too --
+    # draws one, so a remembered NULL never matches a re-created row.
     (
-        "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS generation uuid NOT NULL "
-        "DEFAULT gen_random_uuid()",
+        "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS generation uuid",
+        "ALTER TABLE {t} ALTER COLUMN generation SET DEFAULT gen_random_uuid()",
     ),
 ]
 #: The layout this actormem writes.
@@ -605,7 +608,8 @@ class PostgresSession(SaysDriverErrors):
         query = sql.SQL(
             "UPDATE {t} SET version = version + 1, schema_version = %s, document = %b, "
             "nbytes = %s, saved_by = %s, save_id = %s, saved_at = clock_timestamp() "
-            "WHERE session_id = %s AND version = %s AND generation = %s " + returning
+            "WHERE session_id = %s AND version = %s AND generation IS NOT DISTINCT FROM %s "
+            + returning
         ).format(t=self._t)
         params = (SCHEMA_VERSION, data, len(data), self._writer, save_id, sid, expected, generation)
         return conn.execute(query, params).fetchone()
