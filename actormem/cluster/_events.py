@@ -16,7 +16,13 @@ told (:class:`EventsLostError`) instead of silently skipping them.
 * ``stop()`` (by any handle) ends the buffer after the runtime closed, and
   waits (up to ``DRAIN`` seconds) for each connected subscriber to take
   every event left: its stream then **completes** (``on_completed``), with
-  nothing dropped.  One that does not poll in time is treated as below.
+  nothing dropped.  The poll that reaches past the last event answers the
+  end, and the subscriber then confirms it has it (``events_unregister``):
+  only that confirmation lets the stop end the actor, so the actor's exit
+  never races the end's answer on its way back (an answer lost to the exit
+  reads as a lost actor, which the subscriber must report as lost events).
+  A subscriber that registers once the buffer ended completes at once.  One
+  that does not poll (or confirm) in time is treated as below.
 * The agent's actor is lost while subscribed (its node died, or it ended
   before the subscriber took its last events): the stream ends with
   :class:`EventsLostError` (what it published after the last poll may never
@@ -25,6 +31,11 @@ told (:class:`EventsLostError`) instead of silently skipping them.
   whose actor is not running (stopped, or released idle) **completes at
   once** -- as subscribing to a closed local runtime -- and creates nothing
   (a call of any handle brings a released agent back; subscribe after it).
+  A choice: following a released agent into its next incarnation would lose
+  that incarnation's first events (nothing is kept before a subscriber
+  registers) or make every incarnation keep them for subscribers that may
+  come, and Ray gives no event when a named actor appears (the subscriber
+  would poll the GCS while the agent stays released).
 * An idle release never happens while a subscriber is connected (the
   agent stays resident while someone listens), so a connected stream never
   sees one; a subscriber that stopped polling for ``DISCONNECT_AFTER`` is
@@ -101,8 +112,14 @@ class EventBuffer:
             self._cond.notify_all()
 
     def register(self) -> tuple[str, int]:
-        """A new subscriber: its id, and the number after which its events start."""
+        """A new subscriber: its id, and the number after which its events start.
+
+        After :meth:`end` the id is ``""``: no event follows, its stream is
+        complete (nothing is kept for it, and a stop does not wait for it).
+        """
         with self._cond:
+            if self._ended:
+                return "", self._last
             sub = uuid.uuid4().hex
             self._subs[sub] = _Cursor(self._last)
             return sub, self._last
@@ -121,7 +138,8 @@ class EventBuffer:
             self._cond.notify_all()
 
     def drained(self, timeout: float) -> bool:
-        """Wait until every connected subscriber took its end (or was disconnected).
+        """Wait until every connected subscriber took its end and confirmed it
+        (:meth:`unregister`), or was disconnected.
 
         Returns:
             Whether none is left waiting for events.
@@ -136,10 +154,12 @@ class EventBuffer:
                 self._cond.wait(min(left, 0.5))  # notified as each one ends; a stale one times out
 
     def unregister(self, sub: str) -> None:
-        """The subscriber is gone: its events need not be kept for it."""
+        """The subscriber is gone (disposed, or it confirms it has its end):
+        its events need not be kept for it."""
         with self._cond:
             self._subs.pop(sub, None)
             self._trim()
+            self._cond.notify_all()  # a stop waiting in drained() for it
 
     def poll(
         self, sub: str, after: int, wait: float, most: int = 1000
@@ -147,7 +167,10 @@ class EventBuffer:
         """The events after number ``after`` (waiting up to ``wait`` s for one).
 
         After :meth:`end`, the poll that reaches past the last event gets
-        ``(n, None)``: the stream is complete (the subscriber is then gone).
+        ``(n, None)``: the stream is complete.  The subscriber stays
+        registered until it confirms with :meth:`unregister`, so that
+        :meth:`drained` does not let the actor end before the subscriber
+        has the answer.
 
         Raises:
             EventsLostError: the subscriber is unknown (disconnected, or this
@@ -180,9 +203,8 @@ class EventBuffer:
                     raise EventsLostError(f"subscription {sub[:8]} ended while it waited")
                 cur.seen = time.monotonic()
             if self._last <= after:  # ended, and it has everything: complete
-                del self._subs[sub]
-                self._trim()
-                self._cond.notify_all()
+                # kept until it confirms it has this answer (unregister), so drained()
+                # does not let the actor exit before the answer reached it
                 return [(self._last + 1, None)]
             start = after + 1 - self._events[0][0]
             return [self._events[i] for i in range(start, min(start + most, len(self._events)))]
@@ -214,7 +236,7 @@ class EventPump:
         self._stop = threading.Event()
         # Registered before subscribe() returns: nothing published after it is missed.
         registered = self._register()
-        if registered is None:  # the agent is not running: nothing to follow
+        if registered is None or not registered[0]:  # not running, or stopping: nothing follows
             self._sub, self._after = "", 0
             self._stop.set()
             observer.on_completed()
@@ -233,12 +255,15 @@ class EventPump:
 
     def dispose(self) -> None:
         """Stop delivering and let the actor drop what it kept for this subscriber."""
-        if self._stop.is_set() and not self._sub:  # completed at once: never registered
+        if self._stop.is_set() and not self._sub:  # completed at once, or unregistered
             return
         self._stop.set()
-        h = self._handle
-        try:
-            h._actor.events_unregister.remote(self._sub)
+        self._unregister()
+
+    def _unregister(self) -> None:
+        sub, self._sub = self._sub, ""
+        try:  # not waited for: a stopping actor ends once it has run
+            self._handle._actor.events_unregister.remote(sub)
         except Exception as exc:  # best effort: the actor disconnects it by itself
             log.debug("cluster.events_unregister_failed", error=repr(exc))
 
@@ -277,6 +302,8 @@ class EventPump:
                 if self._stop.is_set():
                     return
                 if event is None:  # the agent stopped, and every event of it arrived
+                    self._stop.set()
+                    self._unregister()  # confirms the end arrived: the stop may end the actor
                     self._observer.on_completed()
                     return
                 if self._accept is None or self._accept(event):

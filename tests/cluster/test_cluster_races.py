@@ -268,3 +268,125 @@ def test_an_agent_is_not_released_while_a_subscriber_is_connected(url: str, fake
     late.subscribe(h)  # a released agent is not brought back by a subscription either
     assert late.completed.is_set()
     assert [m.text for m in h.messages()] == ["while listened to"]  # a call brings it back
+
+
+class _Parks:
+    """Counts the stop's waits in ``drained()`` (each a point where it cannot go on alone)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.count = 0
+        self.stopper: threading.Thread | None = None
+        self.exited = False
+
+    def parked(self) -> None:
+        with self.cond:
+            self.count += 1
+            self.cond.notify_all()
+
+    def exit(self) -> None:
+        with self.cond:
+            self.exited = True
+            self.cond.notify_all()
+
+    def after(self, count: int) -> None:
+        """Until the stop parked again after ``count``, or its actor exited."""
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.count > count or self.exited, 60)
+
+
+class _WatchedCondition(threading.Condition):
+    def __init__(self, parks: _Parks) -> None:
+        super().__init__()
+        self.parks = parks
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if threading.current_thread() is self.parks.stopper:
+            self.parks.parked()
+        return super().wait(timeout)
+
+
+class _Reply:
+    """A poll's answer on its way back: lost when the actor's process exits first."""
+
+    def __init__(self, value: Any, parks: _Parks, count: int) -> None:
+        self.value, self.parks, self.count = value, parks, count
+
+
+class _ExitingActor(_Actor):
+    """Ends when its process would: once ``stop()`` returned (Ray's ``exit_actor``), not
+    at the runtime's close.  The end of a stream's answer travels back only once the stop
+    waits again (it cannot exit then) or has exited (then the answer is lost, as Ray
+    fails what an actor that exits has not answered)."""
+
+    def __init__(self, host: MemoryHost, parks: _Parks) -> None:
+        super().__init__(host)
+        self.parks = parks
+
+    def ended(self) -> bool:
+        return self.parks.exited
+
+    def __getattr__(self, name: str) -> _Method:
+        method = _Method(self, name)
+        if name != "events_poll":
+            return method
+        parks = self.parks
+
+        class _Poll(_Method):
+            def remote(self, *args: Any) -> Any:
+                answer = method.remote(*args)
+                if isinstance(answer, list) and answer and answer[-1][1] is None:
+                    return _Reply(answer, parks, parks.count)  # the end: its way back races
+                return answer
+
+        return _Poll(self, name)
+
+
+def test_a_subscriber_that_received_everything_completes_when_the_stop_crosses_its_poll(
+    url: str, fake_ray: _Ray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = connect(url)
+    other = connect(url)  # another handle's subscriber: the stop is not its own
+    assert fake_ray.running is not None
+    host = fake_ray.running.host
+    parks = _Parks()
+    host._buffer._cond = _WatchedCondition(parks)
+    fake_ray.running = _ExitingActor(host, parks)  # what the subscription looks up
+
+    def get(self: RemoteRuntime, ref: Any) -> Any:
+        if isinstance(ref, _Reply):
+            ref.parks.after(ref.count)  # the stop goes on first, as far as it can alone
+            if ref.parks.exited:
+                raise ActorDiedError()
+            return ref.value
+        return _get(ref)
+
+    monkeypatch.setattr(RemoteRuntime, "_get", get)
+    sub = _Subscriber()
+    got_all = threading.Event()
+
+    def on_next(event: Event) -> None:
+        sub.events.append(event)
+        if sum(isinstance(e, MessageAdded) for e in sub.events) == 20:
+            got_all.set()
+
+    other.events.subscribe(
+        on_next=on_next, on_error=sub.errors.append, on_completed=sub.completed.set
+    )
+    h.add_many([Msg.user(f"m{i}") for i in range(20)])
+    assert got_all.wait(60)
+
+    def stop() -> None:  # h.stop(), in the actor: the process exits as it returns
+        host.stop()
+        parks.exit()
+
+    stopper = threading.Thread(target=stop)
+    parks.stopper = stopper
+    stopper.start()
+    stopper.join(60)
+    assert not stopper.is_alive()
+    assert sub.completed.wait(60), sub.errors
+    assert sub.errors == []  # it lost nothing: completed, not EventsLostError
+    texts = [e.msg.text for e in sub.events if isinstance(e, MessageAdded)]
+    assert texts == [f"m{i}" for i in range(20)]
+    assert host._buffer.connected() == 0  # the stop ended the actor after its confirmation
