@@ -171,7 +171,9 @@ class RemoteRuntime:
             start_timeout: how long this connect waits for a node with room
                 for a new actor (nodes bounded by Ray resources the agent
                 asks for in ``actor_options``; see ``_capacity``); an actor
-                that has a process and is starting is waited for regardless.
+                that is starting then (its worker process boots, or its
+                ``__init__`` runs) is given up to ``STARTING_GRACE`` (300 s)
+                more and never removed.
             actor_options: more ``.options()`` of the Ray actor (``num_cpus``,
                 ``scheduling_strategy``, ``resources``, ...); not those the
                 handle sets (``name``, ``namespace``, ``lifetime``,
@@ -199,7 +201,8 @@ class RemoteRuntime:
                 refusal of the agent's settings is a ClusterConfigError), or
                 no node had room for it within ``start_timeout`` (the message
                 names what it asks for and what is free; the pending actor is
-                removed, so the next connect starts afresh).
+                removed, so the next connect starts afresh), or it was still
+                starting ``STARTING_GRACE`` past it (not removed).
         """
         ray = _ray()
         if not ray.is_initialized():

@@ -31,7 +31,7 @@ import psutil
 import ray
 
 from actormem.agent import ReActAgent
-from actormem.cluster import RAY_NAMESPACE, RemoteRuntime, actor_name
+from actormem.cluster import RAY_NAMESPACE, RemoteRuntime, _capacity, actor_name
 from actormem.cluster._capacity import _no_process, _state
 from actormem.cluster._sandbox import kill_node, on_node, start_cluster
 from actormem.cluster._spec import make_spec
@@ -200,6 +200,114 @@ def capacity(pg: str, node_names: dict[str, str], out: dict[str, Any]) -> list[R
     return [p2, p3]
 
 
+#: The slow-start agent's worker blocks at boot on this FIFO when the variable names it
+#: (``sitecustomize``, imported by Python as the worker process starts).
+BOOT_GATE_ENV = "ACTORMEM_TEST_BOOT_GATE"
+SITECUSTOMIZE = f"""import os
+if os.environ.get({BOOT_GATE_ENV!r}):
+    with open(os.environ[{BOOT_GATE_ENV!r}]) as f:  # a FIFO: returns once the driver opens it
+        f.read()
+"""
+
+
+class InitGatedEmbedder(HashEmbedder):
+    """The hashing embedder, whose first unpickling in an actor's process (in the
+    actor's ``__init__``: Ray passes the spec to it) blocks until the driver opens ``gate``."""
+
+    def __init__(self, gate: str) -> None:
+        super().__init__(64)
+        self.gate = gate
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if os.environ.get(BOOT_GATE_ENV):  # only the slow agent's worker has it
+            try:
+                fd = os.open(self.gate + ".once", os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return
+            os.close(fd)
+            with open(self.gate) as f:
+                f.read()
+
+
+def release(fifo: str) -> None:
+    """Open a gate FIFO for its reader, from a thread of its own: opening for writing
+    returns once the reader opens it, which a killed worker never does."""
+
+    def opened() -> None:
+        with open(fifo, "w"):
+            pass
+
+    threading.Thread(target=opened, daemon=True).start()
+
+
+def slow_start(pg: str, tmp: str, out: dict[str, Any]) -> None:
+    """A connect whose agent starts for longer than ``start_timeout`` (1 s): its worker
+    process boots (blocked on one FIFO), then its ``__init__`` runs (blocked on another).
+    Each gate opens only after the connect checked the actor past its deadline: a
+    starting actor must be waited for, never removed as one without room."""
+    site = os.path.join(tmp, "slow-site")
+    os.mkdir(site)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write(SITECUSTOMIZE)
+    boot, init = os.path.join(site, "boot"), os.path.join(site, "init")
+    os.mkfifo(boot)
+    os.mkfifo(init)
+    path = os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": path, BOOT_GATE_ENV: boot}
+    checks: list[dict[str, Any]] = []
+    seen = threading.Condition()
+    got: list[Any] = []
+    real = _capacity._no_process
+
+    def watched(actor: Any, wanted: Any = None) -> tuple[bool, str]:
+        answer = real(actor, wanted)
+        if threading.current_thread() is connector:  # only this connect's checks
+            with seen:
+                checks.append(
+                    {"state": answer[1], "pid": _state(actor)[1] != 0, "no_room": answer[0]}
+                )
+                seen.notify_all()
+        return answer
+
+    def connect() -> None:
+        got.append(
+            error_of(
+                lambda: got.append(
+                    agent(
+                        "sam-s1",
+                        Namespace(user_id="sam"),
+                        pg,
+                        start_timeout=1.0,
+                        embedder=InitGatedEmbedder(init),
+                        actor_options={"runtime_env": {"env_vars": env}},
+                    )
+                )
+            )
+        )
+
+    _capacity._no_process = watched
+    connector = threading.Thread(target=connect, daemon=True)
+    connector.start()
+    with seen:  # the first check is at the deadline, the worker still booting
+        seen.wait_for(lambda: checks or not connector.is_alive(), 120)
+    out["boot_check"] = dict(checks[0]) if checks else None
+    release(boot)  # the worker boots on
+    with seen:  # a check while __init__ runs (the worker has its process id)
+        seen.wait_for(lambda: any(c["pid"] for c in checks) or not connector.is_alive(), 120)
+    out["init_check"] = next((dict(c) for c in checks if c["pid"]), None)
+    release(init)  # __init__ goes on
+    connector.join(120)
+    _capacity._no_process = real
+    out["connect"] = got[-1] if got else {"type": "hung", "message": "", "cause": None}
+    sam = got[0] if got and isinstance(got[0], RemoteRuntime) else None
+    if sam is not None:
+        sam.add(Msg.user("started slowly"))
+        out["texts"] = texts(sam)
+        sam.stop()
+    out["left_behind"] = named("sam-s1", Namespace(user_id="sam"))
+
+
 def texts(rt: RemoteRuntime) -> list[str]:
     return [m.text for m in rt.messages()]
 
@@ -264,6 +372,18 @@ def main(pg: str, out: str, tmp: str) -> None:
 
     capacity_thread = threading.Thread(target=run_capacity, daemon=True)
     capacity_thread.start()
+
+    # -- a start that outlasts start_timeout (worker boot, then __init__): beside the others
+    res["slow_start"] = {}
+
+    def run_slow_start() -> None:
+        try:
+            slow_start(pg, tmp, res["slow_start"])
+        except Exception as exc:  # recorded, asserted on by the test
+            res["slow_start"]["failed"] = f"{type(exc).__name__}: {exc}"
+
+    slow_thread = threading.Thread(target=run_slow_start, daemon=True)
+    slow_thread.start()
 
     # -- an idle agent (on the head): released while the other scenarios run -----------
     tool_runs = os.path.join(tmp, "dave-tool-runs")
@@ -455,7 +575,15 @@ def main(pg: str, out: str, tmp: str) -> None:
         w = bounded_on["worker"]
         until("the bounded agent restarting", lambda: _state(w._actor)[0] == "RESTARTING")
         cap["restarting_state"] = _state(w._actor)
-        cap["restarting_no_room"] = _no_process(w._actor, {SLOT: 1})[0]
+        try:  # the raylets report their queued leases a moment after the state changes
+            until(
+                "the restarting agent waiting for room",
+                lambda: _no_process(w._actor, {SLOT: 1})[0],
+                30,
+            )
+            cap["restarting_no_room"] = True
+        except TimeoutError:
+            cap["restarting_no_room"] = False
         cap["restart_waits_for_room"] = movers.is_alive() and not moved
         bounded_on["head"].stop()  # room on the head
         movers.join(120)
@@ -523,6 +651,7 @@ def main(pg: str, out: str, tmp: str) -> None:
     again.stop()
     carol.stop()
     mark("restore after stop")
+    slow_thread.join(300)
     res["total_s"] = time.monotonic() - t0
     with open(out, "w") as f:
         json.dump(res, f)

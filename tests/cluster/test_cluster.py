@@ -289,6 +289,21 @@ def test_a_connect_to_a_full_cluster_waits_for_an_idle_release(run: dict[str, An
     assert cap["p3_node_was_p1s"]  # it took the room the release freed
 
 
+def test_a_start_longer_than_start_timeout_is_waited_for_not_taken_for_no_room(
+    run: dict[str, Any],
+) -> None:
+    slow = run["slow_start"]
+    assert "failed" not in slow, slow
+    # checked past its deadline while its worker booted: no process id yet (Ray's actor
+    # table shows it as it shows an actor waiting for room), and not taken for one
+    assert slow["boot_check"] == {"state": "PENDING_CREATION", "pid": False, "no_room": False}
+    # and while its __init__ ran
+    assert slow["init_check"] == {"state": "PENDING_CREATION", "pid": True, "no_room": False}
+    assert slow["connect"]["type"] == "none", slow["connect"]  # it started, then answered
+    assert slow["texts"] == ["started slowly"]
+    assert not slow["left_behind"]  # stopped
+
+
 def test_a_connect_that_finds_no_room_in_time_fails_naming_the_resource(
     run: dict[str, Any],
 ) -> None:
