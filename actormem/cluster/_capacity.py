@@ -26,8 +26,10 @@ actor running a slow ``__init__`` already has one).  What tells them apart
 is the raylets' resource load, which counts the leases queued for lack of
 room (or infeasible) by resource shape: an actor without a process waits
 for room only when the queued leases of its shape account for every actor
-of that shape without a process (:func:`_no_process`); otherwise one of
-them is starting, and none is removed.  An actor that is starting -- its
+of that shape without a process (:func:`_no_process`), in two checks a
+second apart (the raylets report their queues a moment late: a lease just
+granted may still be counted); otherwise one of them is starting, and none
+is removed.  An actor that is starting -- its
 worker boots, or ``__init__`` runs (the take-over, the fence, the model)
 -- is given up to ``STARTING_GRACE`` seconds past the deadline, checked
 again each second, and is never removed: past that bound the caller gets a
@@ -231,12 +233,16 @@ def wait_started(
             return
     wanted = asked_for(actor_options)
     bound = deadline + STARTING_GRACE
+    seen_waiting = False
     while True:
         waiting, state = _no_process(actor, wanted)
-        if waiting:
+        # twice in a row, a second apart: the raylets report their queues a moment late,
+        # so a lease granted just now (its worker booting) may still be counted as queued
+        if waiting and (seen_waiting or ref is None):
             break
-        if ref is None or state not in _PENDING:  # a check only, or it runs: the caller waits
-            return
+        if not waiting and (ref is None or state not in _PENDING):
+            return  # a check only, or it runs (a long call): the caller waits for it
+        seen_waiting = waiting
         left = bound - time.monotonic()
         if left <= 0:  # starting all this time: not removed (the next connect finds it)
             message = (
