@@ -1,0 +1,278 @@
+"""The session calls of the hosting actor: whose a session is, and the ids not the agent's own.
+
+Split from :mod:`actormem.cluster._host` (which keeps the agent's life:
+start, take-over, fencing, the forwarded calls, release and stop) because
+these calls answer one question the rest does not ask -- may this agent
+see or write this session id -- and every one of them must answer it the
+same way.  :class:`SessionCalls` is a mixin of
+:class:`~actormem.cluster._host.MemoryHost`: the handle's
+:class:`~actormem.cluster.RemoteSessions` reaches it through
+``session_put``, ``session_load`` and ``session_call``.
+
+**Owners.**  A session id names one agent: every session written through
+the cluster keeps its writer's namespace (component ``cluster``, which a
+caller cannot set), and an agent of another namespace refuses to start
+from it or save over it (:class:`ClusterConfigError`, which does not name
+the owner); to its reads (``exists``, ``read``, ``delete``, loads) such a
+session is absent, and it lists only its own namespace's sessions.  A
+session written outside the cluster (no owner: a local ``MemoryRuntime``)
+is this namespace's only when its runtime state records this namespace (a
+runtime with long-term memory records the one it used); one that records
+none is taken over only as the agent's own session and only when the
+caller opted in (``adopt_session=True``); otherwise it is another
+namespace's.  The take-over at start stamps it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from actormem.cluster._spec import AgentSpec, ClusterConfigError
+from actormem.events import SessionSaved
+from actormem.runtime import RUNTIME, STATE_NAMESPACE, MemoryRuntime
+from actormem.session import (
+    JsonSession,
+    SessionError,
+    SessionInfo,
+    SessionStorageError,
+    validate_session_id,
+)
+
+__all__ = ["OWNER", "SessionCalls", "epoch_of"]
+
+#: Session component naming the namespace whose agent the session is: a session
+#: id is one PostgreSQL row, so two namespaces must never share one.
+OWNER = "cluster"
+
+
+def epoch_of(owner: dict[str, Any] | None) -> int:
+    """The fencing epoch an owner record holds (0: none, or not an integer)."""
+    epoch = owner.get("epoch") if owner else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0
+
+
+class SessionCalls:
+    """Owner checks and the session calls of one agent (a mixin of ``MemoryHost``)."""
+
+    _spec: AgentSpec
+    _rt: MemoryRuntime
+    incarnation: str
+    _epoch: int
+    _last_call: float
+    #: other components of the agent's session (name -> state), written back on every save
+    _extras: dict[str, Any]
+
+    if TYPE_CHECKING:  # MemoryHost's
+
+        def _mine(self) -> list[str]: ...
+
+        def _check_expect(self, expect: str | None, name: str) -> None: ...
+
+        def _save(self) -> str: ...
+
+        def _put_own(self, states: dict[str, Any]) -> SessionInfo: ...
+
+        def _supersede(self, newer: int, name: str = "save") -> None: ...
+
+    def _owner_of(self, session_id: str, stored: dict[str, Any]) -> dict[str, Any] | None:
+        """The stored session's owner record (None: written outside the cluster, and
+        this namespace's: see :meth:`_adoptable`).
+
+        Raises:
+            ClusterConfigError: another namespace's agent owns it, or it was
+                written outside the cluster and is not known to be this
+                namespace's (the message never names whose it is).
+        """
+        owner = stored.get(OWNER)
+        if not isinstance(owner, dict):
+            if self._adoptable(session_id, stored):
+                return None
+            raise ClusterConfigError(
+                f"session {session_id!r} was written outside the cluster and is not known to "
+                f"be {self._spec.namespace.key()!r}'s: an agent takes over a session a local "
+                "MemoryRuntime saved only when its runtime state records this namespace (a "
+                "runtime with long-term memory records it), or, for the agent's own session "
+                "id, when connected with adopt_session=True; it neither reads nor writes "
+                "another namespace's sessions"
+            )
+        if owner.get("namespace") != self._mine():
+            raise ClusterConfigError(
+                f"session {session_id!r} belongs to another namespace's agent, not to "
+                f"{self._spec.namespace.key()!r}: a session id names one agent, and an agent "
+                "neither reads nor writes another namespace's sessions"
+            )
+        return owner
+
+    def _adoptable(self, session_id: str, stored: dict[str, Any]) -> bool:
+        """Whether a session written outside the cluster (no owner) is this namespace's.
+
+        It is when its runtime state records this namespace (a local runtime
+        with long-term memory records the namespace it used); one recording
+        another namespace never is.  One that records none (no long-term
+        memory, or saved before runtimes recorded it) is taken over only as
+        the agent's own session, and only when the caller opted in
+        (``adopt_session=True``: a user moving their own local agent).
+        """
+        state = stored.get(RUNTIME)
+        recorded = state.get(STATE_NAMESPACE) if isinstance(state, dict) else None
+        if recorded is not None:
+            return bool(recorded == self._mine())
+        return session_id == self._spec.session_id and self._spec.adopt_session
+
+    def _visible(self, session_id: str) -> bool:
+        """Whether the session is stored and this namespace's: a session this agent
+        may not read is, to its reads, absent (its owner is never revealed)."""
+        storage = self._rt.session
+        if not storage.exists(session_id):
+            return False
+        try:
+            self._owner_of(session_id, storage.read(session_id))
+        except ClusterConfigError:
+            return False
+        except SessionStorageError:  # the database failed: say so, never guess
+            raise
+        except SessionError:
+            # deleted or damaged since: whose it is cannot be told, so only the agent's
+            # own session is visible (its caller's read says which); another id is
+            # absent -- never deleted, never told to be stored
+            return session_id == self._spec.session_id
+        return True
+
+    def _owned(self, session_id: str) -> dict[str, Any]:
+        """The stored session, if no other namespace's agent owns it.
+
+        Raises:
+            ClusterConfigError: it belongs to another namespace's agent.
+        """
+        stored = self._rt.session.read(session_id)
+        self._owner_of(session_id, stored)
+        return stored
+
+    def _put_other(self, session_id: str, states: dict[str, Any]) -> SessionInfo:
+        """Save a session that is not the agent's own, stamped with this namespace as owner.
+
+        Raises:
+            ClusterConfigError: another namespace's agent owns ``session_id``.
+        """
+        storage = self._rt.session
+        owner: dict[str, Any] = {"namespace": self._mine()}
+        if storage.exists(session_id):
+            kept = self._owner_of(session_id, storage.read(session_id))
+            if kept is not None:
+                # the agent of that id keeps its epoch and released incarnations: without
+                # them a cut-off older incarnation of it would pass the fencing check
+                owner = {**kept, "namespace": self._mine()}
+        t0 = time.perf_counter()
+        info = storage.put(session_id, {**states, OWNER: owner})
+        self._rt.bus.publish(
+            SessionSaved(
+                source=RUNTIME,
+                session_id=session_id,
+                path=info.path,
+                nbytes=info.nbytes,
+                duration_ms=(time.perf_counter() - t0) * 1e3,
+            )
+        )
+        return info
+
+    def _save_session(self, session_id: str | None = None) -> Path | str:
+        if session_id is None or session_id == self._spec.session_id:
+            where = self._save()
+        else:
+            where = self._put_other(session_id, {RUNTIME: self._rt.state_dict()}).path
+        # as MemoryRuntime.save_session: the file for JSON sessions, the location otherwise
+        return Path(where) if isinstance(self._rt.session, JsonSession) else where
+
+    def session_put(
+        self,
+        session_id: str,
+        states: dict[str, Any],
+        runtime_as: str | None,
+        expect: str | None = None,
+    ) -> tuple[str, SessionInfo]:
+        """Save the caller's components with the runtime (as ``runtime_as``, when given).
+
+        Refused like any call when ``expect`` names another incarnation.  The
+        caller cannot set the owner component: it is always this agent's.
+        """
+        self._last_call = time.monotonic()
+        self._check_expect(expect, "save_session")
+        if runtime_as == OWNER:
+            raise SessionError(f"component name {OWNER!r} is the cluster's own: use another name")
+        full = {k: v for k, v in states.items() if k != OWNER}
+        if runtime_as is not None:
+            full[runtime_as] = self._rt.state_dict()
+        if session_id != self._spec.session_id:
+            return self.incarnation, self._put_other(session_id, full)
+        if RUNTIME not in full:  # the agent restores from it: never drop it
+            full[RUNTIME] = self._rt.state_dict()
+        full[OWNER] = self._extras[OWNER]
+        info = self._put_own(full)
+        self._extras = {k: v for k, v in full.items() if k != RUNTIME}
+        return self.incarnation, info
+
+    def session_load(
+        self,
+        session_id: str,
+        runtime_as: str,
+        strict: bool,
+        allow_missing: bool,
+        expect: str | None = None,
+    ) -> tuple[str, tuple[bool, dict[str, Any]]]:
+        """Restore the runtime from a session; answer (found, the other components)."""
+        self._last_call = time.monotonic()
+        self._check_expect(expect, "load_session")
+        storage = self._rt.session
+        if storage.exists(session_id) and not self._visible(session_id):
+            # another namespace's: loaded as if it were absent (never its owner, nor its state)
+            if not allow_missing:
+                raise SessionError(
+                    f"session {session_id!r} not found ({storage.location(session_id)})"
+                )
+            return self.incarnation, (False, {})
+        found = storage.load(
+            session_id, {runtime_as: self._rt}, strict=strict, allow_missing=allow_missing
+        )
+        if not found:
+            return self.incarnation, (False, {})
+        stored = storage.read(session_id)
+        others = {k: v for k, v in stored.items() if k not in (runtime_as, OWNER)}
+        if session_id == self._spec.session_id:
+            newer = epoch_of(self._owner_of(session_id, stored))
+            if newer > self._epoch:
+                self._supersede(newer)
+            self._extras = {**others, OWNER: self._extras[OWNER]}
+        return self.incarnation, (True, others)
+
+    def session_call(self, name: str, args: tuple[Any, ...]) -> Any:
+        """``location``, ``exists``, ``read``, ``list`` or ``delete`` of the session storage.
+
+        Only this namespace's sessions: to this agent, a session it may not
+        read (another namespace's, or written outside the cluster and not
+        known to be this namespace's) is absent -- ``exists`` and ``delete``
+        answer False, ``read`` raises the storage's "not found"
+        :class:`SessionError` -- so its owner, and that it is stored, are
+        never revealed; ``list`` names only this namespace's sessions.
+        (A save over such a session is refused: :meth:`_put_other`.)
+        """
+        if name not in ("location", "exists", "read", "list", "delete"):
+            raise AttributeError(f"{name!r} is not a session storage call")
+        storage = self._rt.session
+        if name == "list":
+            return [info for info in storage.list() if self._is_mine(info.session_id)]
+        sid = validate_session_id(args[0])
+        if name == "location" or self._visible(sid):
+            return getattr(storage, name)(sid)
+        if name == "read":
+            raise SessionError(f"session {sid!r} not found ({storage.location(sid)})")
+        return False
+
+    def _is_mine(self, session_id: str) -> bool:
+        try:
+            stored = self._rt.session.read(session_id)
+            self._owner_of(session_id, stored)
+        except (SessionError, ClusterConfigError):  # gone or unreadable, or not this namespace's
+            return False
+        return True
