@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_SESSIONS_DIR",
     "FORMAT_NAME",
     "SCHEMA_VERSION",
+    "DocumentCheck",
     "SessionConflictError",
     "SessionError",
     "SessionInfo",
@@ -49,6 +50,13 @@ __all__ = [
     "is_dsn",
     "validate_session_id",
 ]
+
+#: A look at a stored session's components (name -> undecoded JSON, ``msgspec.Raw``)
+#: on the very document a ``load`` or ``delete`` is about to use, before it changes
+#: anything: raising refuses the operation (the exception propagates, nothing is
+#: changed).  So a decision about a session -- whose it is, say -- is made on the
+#: document used, never on an earlier read another writer may have replaced since.
+DocumentCheck = Callable[[Mapping[str, msgspec.Raw]], None]
 
 FORMAT_NAME: Final = "actormem.session"
 SCHEMA_VERSION: Final = 1

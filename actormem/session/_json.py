@@ -37,6 +37,7 @@ from actormem.session._common import (
     DOC_DECODER,
     ID_RE,
     RAW_DOC_DECODER,
+    DocumentCheck,
     RawDocument,
     SessionError,
     SessionInfo,
@@ -147,6 +148,7 @@ class JsonSession:
         *,
         strict: bool = True,
         allow_missing: bool = True,
+        check: DocumentCheck | None = None,
     ) -> bool:
         """Restore ``components`` from the session; all or nothing.
 
@@ -157,6 +159,9 @@ class JsonSession:
                 named here but absent from the file is an error.
             allow_missing: return False (instead of raising) when the file
                 does not exist.
+            check: called with the file's components as read, before any
+                component is changed; what it raises propagates and nothing
+                is loaded (see :data:`~actormem.session.DocumentCheck`).
 
         Returns:
             True if the file existed and was loaded.
@@ -169,6 +174,8 @@ class JsonSession:
         if allow_missing and not os.path.lexists(path):
             return False
         doc: RawDocument = self._read(session_id, RAW_DOC_DECODER)
+        if check is not None:
+            check(doc.components)
         apply_components(f"session file {path}", doc.components, components, strict=strict)
         return True
 
@@ -201,8 +208,26 @@ class JsonSession:
         out.sort(key=lambda i: i.modified_at, reverse=True)
         return out
 
-    def delete(self, session_id: str) -> bool:
-        """Delete the session file; return whether it existed."""
+    def delete(self, session_id: str, *, check: DocumentCheck | None = None) -> bool:
+        """Delete the session file; return whether it existed.
+
+        Args:
+            check: called with the file's components first (a damaged file
+                raises :class:`SessionError` before it); what it raises
+                propagates and nothing is deleted.  Files have no version
+                check of any kind: a file another writer renames over this
+                one between that read and the delete is deleted (use
+                :class:`~actormem.session.PostgresSession`, where the check
+                and the delete are one transaction).
+        """
+        if check is not None:
+            try:
+                doc: RawDocument = self._read(session_id, RAW_DOC_DECODER)
+            except SessionError:
+                if not os.path.lexists(self.path(session_id)):
+                    return False
+                raise
+            check(doc.components)
         try:
             self.path(session_id).unlink()
         except FileNotFoundError:

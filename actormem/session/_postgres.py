@@ -82,6 +82,7 @@ from actormem.session._common import (
     DOC_DECODER,
     RAW_DOC_DECODER,
     SCHEMA_VERSION,
+    DocumentCheck,
     RawDocument,
     SessionConflictError,
     SessionError,
@@ -716,6 +717,7 @@ class PostgresSession(SaysDriverErrors):
         strict: bool = True,
         allow_missing: bool = True,
         versions: SessionVersions | None = None,
+        check: DocumentCheck | None = None,
     ) -> bool:
         """Restore ``components`` from the session; all or nothing.
 
@@ -732,6 +734,10 @@ class PostgresSession(SaysDriverErrors):
             allow_missing: return False (instead of raising) when the
                 session does not exist.
             versions: the loader's record (see :class:`SessionVersions`).
+            check: called with the stored components as read, before any
+                component is changed; what it raises propagates, nothing is
+                loaded and no version is recorded (see
+                :data:`~actormem.session.DocumentCheck`).
 
         Returns:
             True if the session existed and was loaded.
@@ -754,6 +760,8 @@ class PostgresSession(SaysDriverErrors):
             version, generation, data = found
             said = self._where(sid)
             doc: RawDocument = decode_document(data, said, RAW_DOC_DECODER)
+            if check is not None:
+                check(doc.components)
             apply_components(said, doc.components, components, strict=strict)
             for record in records:
                 record.note(where, version, generation)
@@ -777,19 +785,42 @@ class PostgresSession(SaysDriverErrors):
             for sid, nbytes, at, version in rows
         ]
 
-    def delete(self, session_id: str) -> bool:
+    def delete(self, session_id: str, *, check: DocumentCheck | None = None) -> bool:
         """Delete the session; return whether it existed.
 
         A delete retried after a lost connection reports False if the first
         attempt had committed (the session is gone either way).
+
+        Args:
+            check: called with the stored components first, in the delete's
+                transaction with the row locked, so the document checked is
+                the one deleted (no writer replaces it in between); what it
+                raises -- or a damaged document's :class:`SessionError` --
+                propagates and nothing is deleted.
         """
         sid = validate_session_id(session_id)
         query = self._sql.SQL("DELETE FROM {t} WHERE session_id = %s RETURNING 1").format(t=self._t)
+        lock = self._sql.SQL("SELECT document FROM {t} WHERE session_id = %s FOR UPDATE").format(
+            t=self._t
+        )
+
+        def checked(conn: psycopg.Connection[Any]) -> bool:
+            assert check is not None
+            with conn.transaction():
+                with conn.cursor(binary=True) as cur:
+                    row = cur.execute(lock, (sid,)).fetchone()
+                if row is None:
+                    return False
+                doc: RawDocument = decode_document(bytes(row[0]), self._where(sid), RAW_DOC_DECODER)
+                check(doc.components)  # raising rolls the transaction back: nothing deleted
+                return conn.execute(query, (sid,)).fetchone() is not None
+
+        def plain(conn: psycopg.Connection[Any]) -> bool:
+            return conn.execute(query, (sid,)).fetchone() is not None
+
         with self._lock:
             gone = self._run(
-                f"deleting session {sid!r}",
-                lambda c: c.execute(query, (sid,)).fetchone() is not None,
-                retry=True,
+                f"deleting session {sid!r}", plain if check is None else checked, retry=True
             )
             self._versions.note(self.location(sid), 0, None)
         return gone
