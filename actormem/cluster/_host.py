@@ -80,8 +80,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import structlog
 
 from actormem.cluster._calls import CALLS, HOST_CALLS
@@ -95,12 +97,12 @@ from actormem.cluster._spec import (
     differing_settings,
 )
 from actormem.cluster._wire import pack, unpack
+from actormem.events import SessionLoaded
 from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
 from actormem.session import (
     SessionConflictError,
     SessionInfo,
-    validate_session_id,
 )
 from actormem.store import StoreFencedError
 
@@ -186,13 +188,23 @@ class MemoryHost(SessionCalls):
         again) or finds the newer epoch when its next save is refused.
         """
         sid = self._spec.session_id
-        storage = self._rt.session
         for _ in range(_CONFLICT_TRIES):
-            if storage.exists(sid):
-                self._owned(sid)  # never load another namespace's state, even for a moment
-            found = self._rt.load_session(sid)  # remembers the version the take-over checks
-            stored = storage.read(sid) if found else {}
-            owner = self._owner_of(sid, stored) if found else None
+            # one read: whose it is checked on the document loaded, before it is applied
+            # (never another namespace's state, even for a moment); the version loaded is
+            # the one the take-over's save is checked against
+            t0 = time.perf_counter()
+            found, stored, owner = self._load_checked(
+                sid, RUNTIME, strict=True, allow_missing=True, own=True, start=True
+            )
+            self._rt.bus.publish(
+                SessionLoaded(
+                    source=RUNTIME,
+                    session_id=sid,
+                    path=self._rt.session.location(sid),
+                    found=found,
+                    duration_ms=(time.perf_counter() - t0) * 1e3,
+                )
+            )
             released = owner.get("released", []) if owner else []
             self._released = [str(r) for r in released if isinstance(r, str)][-_KEEP_RELEASED:]
             fenced = self._fenced_store()
@@ -364,13 +376,13 @@ class MemoryHost(SessionCalls):
         if name == "restart_count":
             return self.incarnation, rt.restart_count
         if name == "load_session":
-            target = args[0] if args else kwargs.get("session_id")
-            if isinstance(target, str):
-                if not self._visible(target):  # absent, or not this namespace's: as absent
-                    validate_session_id(target)
+            target = args[0] if len(args) == 1 and not kwargs else kwargs.get("session_id")
+            if isinstance(target, str) and len(args) + len(kwargs) == 1:
+                if not self._load_session(target):  # absent, or not this namespace's
                     return self.incarnation, False
-                if target == self._spec.session_id:
-                    self._fence_own()
+                if self._spec.write_through:
+                    self._save()
+                return self.incarnation, True
         if name in HOST_CALLS:
             return self.incarnation, self._fleeting(name, args)
         if retry and name in ("add", "add_many"):
@@ -431,11 +443,7 @@ class MemoryHost(SessionCalls):
                 return storage.put(sid, states)
             except SessionConflictError as exc:
                 conflict = exc
-            stored = storage.read(sid) if storage.exists(sid) else {}
-            owner = stored.get(OWNER) if isinstance(stored.get(OWNER), dict) else None
-            newer = epoch_of(owner)
-            if owner is not None and owner.get("namespace") == self._mine() and newer > self._epoch:
-                self._supersede(newer)
+            self._take_stored_version(sid)
             log.warning(
                 "cluster.session_saved_over_another_writer",
                 session_id=sid,
@@ -443,23 +451,27 @@ class MemoryHost(SessionCalls):
                 stored_version=conflict.stored_version,
                 epoch=self._epoch,
             )
-            storage.load(sid, {}, strict=False)  # take the stored version; keep this state
         raise ClusterError(
             f"the agent {sid!r} could not save its session: another writer saved it "
             f"{_CONFLICT_TRIES} times in a row"
         )
 
-    def _fence_own(self) -> None:
-        """Before this incarnation loads its own session again: when a newer one has
-        taken the session over, this one is stale -- it ends instead of taking the
-        session back (its next save would stamp the older epoch over the newer)."""
-        storage = self._rt.session
-        sid = self._spec.session_id
-        if storage is None or not storage.exists(sid):
-            return
-        newer = epoch_of(self._owner_of(sid, storage.read(sid)))
-        if newer > self._epoch:
-            self._supersede(newer)
+    def _take_stored_version(self, sid: str) -> None:
+        """After a refused save of the agent's own session: take the stored version (this
+        incarnation's state is kept and saved over it) -- unless that very document, read
+        once, names a newer epoch of this namespace's agent: then this one is stale and
+        ends.  (On two reads, a newer incarnation's take-over between them would have its
+        version taken without its epoch seen, and be saved over.)"""
+        newer: list[int] = []
+
+        def check(raw: Mapping[str, msgspec.Raw]) -> None:
+            owner = msgspec.json.decode(raw[OWNER]) if OWNER in raw else None
+            if isinstance(owner, dict) and owner.get("namespace") == self._mine():
+                newer.append(epoch_of(owner))
+
+        self._storage().load(sid, {}, strict=False, check=check)
+        if newer and newer[0] > self._epoch:
+            self._supersede(newer[0])
 
     def _supersede(self, newer: int, name: str = "save") -> None:
         """A newer incarnation took the agent over (its session save, or its store's fence,

@@ -21,26 +21,41 @@ runtime with long-term memory records the one it used); one that records
 none is taken over only as the agent's own session and only when the
 caller opted in (``adopt_session=True``); otherwise it is another
 namespace's.  The take-over at start stamps it.
+
+**One read.**  Whose a session is, is decided on the document that is then
+used -- loaded, answered, deleted -- never on an earlier read: another
+namespace's first save of an id can land between any two reads, and would
+then be loaded into this agent (or deleted by it).  Loads pass the owner
+check to the storage's ``load(check=...)``, which runs it on the document
+read before any component is applied; ``read``/``exists`` answer from one
+read; a delete checks inside the storage's ``delete(check=...)`` (on
+PostgreSQL in the delete's transaction, the row locked).  A save of another
+id reads the owner once and is then checked by PostgreSQL's version check
+(a save since that read is a conflict, nothing written).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actormem.cluster._spec import AgentSpec, ClusterConfigError
-from actormem.events import SessionSaved
+from actormem.events import SessionLoaded, SessionSaved
 from actormem.runtime import RUNTIME, STATE_NAMESPACE, MemoryRuntime
 from actormem.session import (
     JsonSession,
+    PostgresSession,
     SessionError,
     SessionInfo,
     SessionStorageError,
     validate_session_id,
 )
 
-__all__ = ["OWNER", "SessionCalls", "epoch_of"]
+__all__ = ["OWNER", "SessionCalls", "Superseded", "epoch_of"]
 
 #: Session component naming the namespace whose agent the session is: a session
 #: id is one PostgreSQL row, so two namespaces must never share one.
@@ -51,6 +66,38 @@ def epoch_of(owner: dict[str, Any] | None) -> int:
     """The fencing epoch an owner record holds (0: none, or not an integer)."""
     epoch = owner.get("epoch") if owner else None
     return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0
+
+
+class Superseded(Exception):
+    """The agent's own session names a newer epoch than this incarnation's (raised by a
+    check, before anything is loaded; the caller ends the incarnation)."""
+
+    def __init__(self, newer: int) -> None:
+        super().__init__(newer)
+        self.newer = newer
+
+
+class _Hidden(Exception):
+    """To this agent the session is absent: another namespace's, or another id whose
+    document cannot be read (whose it is cannot be told)."""
+
+
+def _decoded(raw: Mapping[str, msgspec.Raw], applied: str | None) -> dict[str, Any]:
+    """A stored session's components, decoded; the one a load applies (``applied``)
+    only as far as the owner check looks into it (the namespace its runtime recorded)."""
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name != applied:
+            out[name] = msgspec.json.decode(value)
+            continue
+        try:
+            state = msgspec.json.decode(value, type=dict[str, msgspec.Raw])
+        except (msgspec.DecodeError, msgspec.ValidationError):  # not an object: records none
+            out[name] = None
+            continue
+        recorded = state.get(STATE_NAMESPACE)
+        out[name] = {} if recorded is None else {STATE_NAMESPACE: msgspec.json.decode(recorded)}
+    return out
 
 
 class SessionCalls:
@@ -121,34 +168,143 @@ class SessionCalls:
             return bool(recorded == self._mine())
         return session_id == self._spec.session_id and self._spec.adopt_session
 
-    def _visible(self, session_id: str) -> bool:
-        """Whether the session is stored and this namespace's: a session this agent
-        may not read is, to its reads, absent (its owner is never revealed)."""
+    def _storage(self) -> JsonSession | PostgresSession:
+        """The agent's session storage (the cluster opens one of these two from its spec)."""
         storage = self._rt.session
-        if not storage.exists(session_id):
-            return False
+        if not isinstance(storage, JsonSession | PostgresSession):  # pragma: no cover
+            raise ClusterConfigError(f"a cluster agent cannot use {storage!r} for its sessions")
+        return storage
+
+    def _load_checked(
+        self,
+        session_id: str,
+        runtime_as: str,
+        *,
+        strict: bool,
+        allow_missing: bool,
+        own: bool,
+        start: bool = False,
+    ) -> tuple[bool, dict[str, Any], dict[str, Any] | None]:
+        """Restore the runtime (as ``runtime_as``) from ``session_id`` in ONE read: whose
+        the session is -- and, for the agent's own session after its start, its epoch --
+        is checked on the document the load is about to apply, before anything is
+        applied.  (Checked on an earlier read, another namespace's first save of the id
+        landing between the two reads would be loaded into this agent.)  The version
+        loaded is recorded as for any load, so a later save of the id by this agent is
+        checked against it.
+
+        Args:
+            own: the agent's own session id (a damaged document raises its
+                :class:`SessionError`; another id's is absent: ``_Hidden``); after
+                the start, a newer epoch than this incarnation's raises
+                :class:`Superseded`.
+            start: the agent's start (``_restore``): a session not this
+                namespace's raises :class:`ClusterConfigError` (the start is
+                refused); otherwise such a session is absent (``_Hidden``).
+
+        Returns:
+            (found, the stored components -- ``runtime_as`` only as far as the
+            check looked --, the owner record).
+        """
+        seen: dict[str, Any] = {}
+        checked: list[dict[str, Any] | None] = []
+
+        def check(raw: Mapping[str, msgspec.Raw]) -> None:
+            stored = _decoded(raw, runtime_as)
+            owner = self._owner_of(session_id, stored)
+            if own and not start and epoch_of(owner) > self._epoch:
+                raise Superseded(epoch_of(owner))
+            seen.update(stored)
+            checked.append(owner)
+
         try:
-            self._owner_of(session_id, storage.read(session_id))
+            found = self._storage().load(
+                session_id,
+                {runtime_as: self._rt},
+                strict=strict,
+                allow_missing=allow_missing,
+                check=check,
+            )
         except ClusterConfigError:
-            return False
+            if start:
+                raise
+            raise _Hidden from None
         except SessionStorageError:  # the database failed: say so, never guess
             raise
         except SessionError:
-            # deleted or damaged since: whose it is cannot be told, so only the agent's
-            # own session is visible (its caller's read says which); another id is
-            # absent -- never deleted, never told to be stored
-            return session_id == self._spec.session_id
-        return True
+            if own or checked:  # the agent's own, or a visible session its state refused
+                raise
+            # another id, missing or damaged: whose it is cannot be told -- absent
+            raise _Hidden from None
+        return found, seen, (checked[0] if checked else None)
 
-    def _owned(self, session_id: str) -> dict[str, Any]:
-        """The stored session, if no other namespace's agent owns it.
+    def _read_visible(self, session_id: str) -> dict[str, Any] | None:
+        """One read of the session: its components when stored and this namespace's;
+        None when absent to this agent (another namespace's, missing, or another id
+        whose document cannot be read).
 
         Raises:
-            ClusterConfigError: it belongs to another namespace's agent.
+            SessionError: the agent's own session is missing or damaged.
+            SessionStorageError: the database failed (never read as "absent").
         """
-        stored = self._rt.session.read(session_id)
-        self._owner_of(session_id, stored)
+        try:
+            stored = self._rt.session.read(session_id)
+        except SessionStorageError:
+            raise
+        except SessionError:
+            if session_id == self._spec.session_id:
+                raise
+            return None
+        try:
+            self._owner_of(session_id, stored)
+        except ClusterConfigError:
+            return None
         return stored
+
+    def _delete_visible(self, session_id: str) -> bool:
+        """Delete the session if it is this namespace's, checked on the document the
+        delete removes (PostgreSQL: one transaction, the row locked)."""
+        storage = self._storage()
+
+        def check(raw: Mapping[str, msgspec.Raw]) -> None:
+            self._owner_of(session_id, _decoded(raw, RUNTIME))
+
+        try:
+            return storage.delete(session_id, check=check)
+        except ClusterConfigError:
+            return False
+        except SessionStorageError:
+            raise
+        except SessionError:
+            if session_id != self._spec.session_id:
+                return False  # whose it is cannot be told: never deleted
+            # the agent's own, damaged: it is the agent's to delete
+            return storage.delete(session_id)
+
+    def _load_session(self, session_id: str) -> bool:
+        """``load_session`` of the runtime (the handle's call): the owner checked on the
+        document loaded; a session absent to this agent answers False."""
+        sid = validate_session_id(session_id)
+        own = sid == self._spec.session_id
+        t0 = time.perf_counter()
+        try:
+            found, _, _ = self._load_checked(sid, RUNTIME, strict=True, allow_missing=True, own=own)
+        except _Hidden:
+            return False
+        except Superseded as newer:
+            self._supersede(newer.newer, "load_session")
+            raise  # not reached: _supersede raises (or ends the actor)
+        if found:
+            self._rt.bus.publish(
+                SessionLoaded(
+                    source=RUNTIME,
+                    session_id=sid,
+                    path=self._rt.session.location(sid),
+                    found=True,
+                    duration_ms=(time.perf_counter() - t0) * 1e3,
+                )
+            )
+        return found
 
     def _put_other(self, session_id: str, states: dict[str, Any]) -> SessionInfo:
         """Save a session that is not the agent's own, stamped with this namespace as owner.
@@ -158,8 +314,18 @@ class SessionCalls:
         """
         storage = self._rt.session
         owner: dict[str, Any] = {"namespace": self._mine()}
-        if storage.exists(session_id):
-            kept = self._owner_of(session_id, storage.read(session_id))
+        try:
+            stored: dict[str, Any] | None = storage.read(session_id)
+        except SessionStorageError:
+            raise
+        except SessionError:
+            if storage.exists(session_id):  # stored but damaged: whose it is cannot be told
+                raise
+            stored = None
+        # (the save is checked against the version this agent last loaded or saved:
+        # another writer's save since this read is a SessionConflictError, not a crossing)
+        if stored is not None:
+            kept = self._owner_of(session_id, stored)
             if kept is not None:
                 # the agent of that id keeps its epoch and released incarnations: without
                 # them a cut-off older incarnation of it would pass the fencing check
@@ -224,25 +390,24 @@ class SessionCalls:
         """Restore the runtime from a session; answer (found, the other components)."""
         self._last_call = time.monotonic()
         self._check_expect(expect, "load_session")
-        storage = self._rt.session
-        if storage.exists(session_id) and not self._visible(session_id):
-            # another namespace's: loaded as if it were absent (never its owner, nor its state)
+        own = session_id == self._spec.session_id
+        try:
+            found, stored, _ = self._load_checked(
+                session_id, runtime_as, strict=strict, allow_missing=allow_missing, own=own
+            )
+        except _Hidden:  # loaded as if it were absent (never its owner, nor its state)
             if not allow_missing:
                 raise SessionError(
-                    f"session {session_id!r} not found ({storage.location(session_id)})"
-                )
+                    f"session {session_id!r} not found ({self._rt.session.location(session_id)})"
+                ) from None
             return self.incarnation, (False, {})
-        found = storage.load(
-            session_id, {runtime_as: self._rt}, strict=strict, allow_missing=allow_missing
-        )
+        except Superseded as newer:
+            self._supersede(newer.newer, "load_session")
+            raise  # not reached: _supersede raises (or ends the actor)
         if not found:
             return self.incarnation, (False, {})
-        stored = storage.read(session_id)
         others = {k: v for k, v in stored.items() if k not in (runtime_as, OWNER)}
-        if session_id == self._spec.session_id:
-            newer = epoch_of(self._owner_of(session_id, stored))
-            if newer > self._epoch:
-                self._supersede(newer)
+        if own:
             self._extras = {**others, OWNER: self._extras[OWNER]}
         return self.incarnation, (True, others)
 
@@ -263,11 +428,25 @@ class SessionCalls:
         if name == "list":
             return [info for info in storage.list() if self._is_mine(info.session_id)]
         sid = validate_session_id(args[0])
-        if name == "location" or self._visible(sid):
-            return getattr(storage, name)(sid)
-        if name == "read":
+        # each answered from one read (or, for delete, one transaction): whose the session
+        # is is checked on the document answered, never on an earlier read
+        if name == "location":
+            return storage.location(sid)
+        if name == "delete":
+            return self._delete_visible(sid)
+        try:
+            stored = self._read_visible(sid)
+        except SessionStorageError:
+            raise
+        except SessionError:  # the agent's own session, missing or damaged
+            if name == "read":
+                raise
+            return storage.exists(sid)
+        if name == "exists":
+            return stored is not None
+        if stored is None:
             raise SessionError(f"session {sid!r} not found ({storage.location(sid)})")
-        return False
+        return stored
 
     def _is_mine(self, session_id: str) -> bool:
         try:

@@ -229,25 +229,309 @@ def test_a_session_whose_owner_cannot_be_read_is_absent_and_never_deleted(
     version): whose it is cannot be told, so to the agent it is absent -- its
     delete deletes nothing and exists() does not tell it is stored; a failure of
     the database itself is raised, not read as "absent"."""
+    import psycopg
+
     h = host()
     _local_save(url, "theirs", "bob's secret", BOB)
-    storage = h._rt.session
-    real_read = storage.read
-
-    def damaged(session_id: str) -> dict[str, Any]:
-        if session_id == "theirs":
-            raise SessionError("session 'theirs' cannot be decoded")
-        return real_read(session_id)
-
-    monkeypatch.setattr(storage, "read", damaged)
+    with psycopg.connect(url, autocommit=True) as conn:  # damaged in the database itself
+        conn.execute(
+            "UPDATE actormem_sessions SET document = %s WHERE session_id = 'theirs'",
+            (b'{"format": "actormem.session", "schema_version": 1, "comp',),
+        )
     assert h.session_call("exists", ("theirs",)) is False
     assert h.session_call("delete", ("theirs",)) is False
-    monkeypatch.setattr(storage, "read", real_read)
-    assert storage.exists("theirs")  # still stored: nothing was deleted
+    with pytest.raises(SessionError, match="'theirs' not found"):
+        h.session_call("read", ("theirs",))
+    assert h.session_load("theirs", "runtime", True, True) == (h.incarnation, (False, {}))
+    with PostgresSession(url) as raw:
+        assert raw.exists("theirs")  # still stored: nothing was deleted
 
-    def down(session_id: str) -> dict[str, Any]:
+    def down(self: PostgresSession) -> Any:
         raise SessionStorageError("the database is unreachable")
 
-    monkeypatch.setattr(storage, "read", down)
+    h._rt.session._drop()  # type: ignore[attr-defined]
+    monkeypatch.setattr(PostgresSession, "_connection", down)
+    for op in ("delete", "exists", "read"):
+        with pytest.raises(SessionStorageError):
+            h.session_call(op, ("theirs",))
     with pytest.raises(SessionStorageError):
-        h.session_call("delete", ("theirs",))
+        h.session_load("theirs", "runtime", True, True)
+
+
+# -- one read: whose a session is is checked on the document that is used ------------------
+
+
+def _after_read(monkeypatch: pytest.MonkeyPatch, sid: str, nth: int, then: Any) -> list[str]:
+    """Run ``then()`` once, right after the ``nth`` read of session ``sid`` by anyone
+    (``exists`` or a fetch of its document): a moment between an owner check made on
+    one read and a later read that would use the document.  Answers the reads made
+    up to then (fewer than ``nth``: the hook never ran)."""
+    reads: list[str] = []
+
+    def wrap(name: str) -> Any:
+        real = getattr(PostgresSession, name)
+
+        def read(self: PostgresSession, session_id: str, *args: Any, **kwargs: Any) -> Any:
+            result = real(self, session_id, *args, **kwargs)
+            if session_id == sid and len(reads) < nth:
+                reads.append(name)
+                if len(reads) == nth:
+                    then()
+            return result
+
+        return read
+
+    monkeypatch.setattr(PostgresSession, "exists", wrap("exists"))
+    monkeypatch.setattr(PostgresSession, "_fetch", wrap("_fetch"))
+    return reads
+
+
+def _at_every_read(
+    monkeypatch: pytest.MonkeyPatch,
+    sid: str,
+    then: Any,
+    setup: Any,
+    op: Any,
+    check: Any,
+    *,
+    may_read_none: bool = False,
+) -> None:
+    """For nth = 1, 2, ...: ``setup(nth)`` gives an agent, ``op(agent)`` runs with
+    ``then()`` hooked after its nth read of ``sid``, ``check(agent, answer, fired)``;
+    until an ``op`` makes fewer reads than nth (the hook did not fire).  An op that
+    reads nothing this way fails, unless ``may_read_none`` (a delete that reads in
+    its own transaction: tested by the lock it holds)."""
+    nth = 0
+    while True:
+        nth += 1
+        agent = setup(nth)
+        reads = _after_read(monkeypatch, sid, nth, then)
+        try:
+            answer: Any = op(agent)
+        except SessionError as exc:  # a read of an absent id: "not found", as for any
+            assert "not found" in str(exc) and not isinstance(exc, ClusterConfigError)
+            answer = exc
+        finally:
+            monkeypatch.undo()
+        fired = len(reads) == nth
+        check(agent, answer, fired)
+        if not fired:
+            assert nth > 1 or may_read_none, "the hook never ran: nothing read the session"
+            return
+
+
+def _bob_saves_first(url: str, bob: MemoryHost, sid: str) -> Any:
+    """Another namespace's agent saves ``sid`` for the first time (any earlier row of
+    that id deleted first, as its owner's delete would)."""
+
+    def save() -> None:
+        _clear(url, sid)
+        bob.session_load(sid, "runtime", False, True)  # bob saw it absent: his first save
+        bob.call("save_session", (sid,), {}, None, False)
+
+    return save
+
+
+def _clear(url: str, sid: str) -> None:
+    with PostgresSession(url) as raw:
+        raw.delete(sid)
+
+
+def _bobs(url: str, sid: str) -> bool:
+    with PostgresSession(url) as raw:
+        stored = raw.read(sid)
+    return "bob's secret" in str(stored["runtime"]) and stored["cluster"]["namespace"] == list(
+        BOB.key()
+    )
+
+
+LOADS = {
+    "session_load": lambda h, sid: h.session_load(sid, "runtime", True, True)[1],
+    "session_load_not_strict": lambda h, sid: h.session_load(sid, "runtime", False, True)[1],
+    "load_session": lambda h, sid: h.call("load_session", (sid,), {}, None, False)[1],
+}
+
+
+@pytest.mark.parametrize("stored_before", [False, True], ids=["absent", "alices"])
+@pytest.mark.parametrize("how", sorted(LOADS))
+def test_another_namespaces_save_between_the_owner_check_and_the_load_is_never_loaded(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch, how: str, stored_before: bool
+) -> None:
+    """A load of another id reads the session once: another namespace's first save of
+    that id landing after any of the agent's reads of it is either not seen (the id
+    is absent, or alice's) or seen and refused -- never loaded into alice's agent."""
+    bob = host(BOB, "bob-1")
+    add(bob, "bob's secret")
+
+    def setup(nth: int) -> MemoryHost:
+        _clear(url, "x")
+        alice: MemoryHost = host(ALICE, f"a{nth}")
+        add(alice, "alice's own")
+        if stored_before:
+            alice.call("save_session", ("x",), {}, None, False)
+        return alice
+
+    def check(alice: MemoryHost, answer: Any, fired: bool) -> None:
+        assert "bob's secret" not in str(answer)
+        assert texts(alice) == ["alice's own"]  # nothing of bob's, alice's state kept
+        if fired:  # bob's now: alice never saves over it
+            with pytest.raises(ClusterConfigError, match=REFUSED):
+                alice.call("save_session", ("x",), {}, None, False)
+            assert _bobs(url, "x")
+
+    op = LOADS[how]
+    _at_every_read(
+        monkeypatch, "x", _bob_saves_first(url, bob, "x"), setup, lambda a: op(a, "x"), check
+    )
+
+
+@pytest.mark.parametrize("op", ["read", "delete", "exists"])
+def test_a_read_or_delete_of_another_id_never_reaches_a_session_saved_in_between(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch, op: str
+) -> None:
+    """The same for ``read``, ``delete`` and ``exists``: alice's session ``x``
+    replaced by bob's first save after any of alice's reads of it is neither shown
+    to her nor deleted."""
+    bob = host(BOB, "bob-1")
+    add(bob, "bob's secret")
+
+    def setup(nth: int) -> MemoryHost:
+        _clear(url, "x")
+        alice: MemoryHost = host(ALICE, f"a{nth}")
+        alice.call("save_session", ("x",), {}, None, False)
+        return alice
+
+    def check(alice: MemoryHost, answer: Any, fired: bool) -> None:
+        assert "bob's secret" not in str(answer)
+        if fired:
+            assert _bobs(url, "x"), f"{op} deleted or changed bob's session"
+
+    _at_every_read(
+        monkeypatch,
+        "x",
+        _bob_saves_first(url, bob, "x"),
+        setup,
+        lambda a: a.session_call(op, ("x",)),
+        check,
+        may_read_none=op == "delete",
+    )
+
+
+def test_a_delete_checks_whose_the_session_is_on_the_row_it_deletes(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete of another id reads the document in its own transaction with the
+    row locked: while the owner is checked, no other writer can replace or delete
+    that row (another connection's lock request is refused at once), so the
+    document checked is the one deleted; another namespace's is never deleted."""
+    import psycopg
+
+    from actormem.session import _postgres
+
+    alice = host()
+    alice.call("save_session", ("x",), {}, None, False)
+    bob = host(BOB, "bob-1")
+    add(bob, "bob's secret")
+    bob.call("save_session", ("y",), {}, None, False)
+    real = _postgres.decode_document
+    refused: list[str] = []
+
+    def locked(data: bytes, where: str, decoder: Any) -> Any:
+        with (
+            psycopg.connect(url, autocommit=True) as other,
+            pytest.raises(psycopg.errors.LockNotAvailable),
+        ):
+            other.execute(
+                "SELECT 1 FROM actormem_sessions WHERE session_id = ANY(%s) FOR UPDATE NOWAIT",
+                (["x", "y"],),
+            )
+        refused.append(where)
+        return real(data, where, decoder)
+
+    monkeypatch.setattr(_postgres, "decode_document", locked)
+    assert alice.session_call("delete", ("x",)) is True
+    assert alice.session_call("delete", ("y",)) is False  # bob's: absent to alice
+    monkeypatch.undo()
+    assert len(refused) == 2  # both checked with the row locked
+    assert _bobs(url, "y")
+    assert alice.session_call("exists", ("x",)) is False
+
+
+def test_an_agent_starting_while_another_namespace_first_saves_its_id_never_loads_it(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start (``_restore``): bob's first save of alice's id landing after any of
+    alice's reads of it makes her start refused, and is never loaded into her runtime,
+    even for a moment."""
+    bob = host(BOB, "bob-1")
+    add(bob, "bob's secret")
+    applied: list[str] = []
+    real = MemoryRuntime.load_state_json
+
+    def spy(self: MemoryRuntime, data: Any, strict: bool = True) -> None:
+        applied.append(bytes(data).decode())
+        real(self, data, strict)
+
+    def start(_: Any) -> Any:
+        monkeypatch.setattr(MemoryRuntime, "load_state_json", spy)
+        try:
+            return host(ALICE, "x")
+        except ClusterConfigError as exc:
+            return exc
+
+    def check(_: Any, answer: Any, fired: bool) -> None:
+        assert not [a for a in applied if "bob's secret" in a]
+        if fired:  # bob's save landed during alice's start: refused, as for any of his
+            assert isinstance(answer, ClusterConfigError) and REFUSED in str(answer)
+            assert _bobs(url, "x")
+        else:  # it landed after alice took the id over: alice's
+            assert isinstance(answer, MemoryHost)
+
+    _at_every_read(
+        monkeypatch,
+        "x",
+        _bob_saves_first(url, bob, "x"),
+        lambda nth: _clear(url, "x"),
+        start,
+        check,
+    )
+
+
+def test_a_save_that_conflicts_never_saves_over_a_take_over_landing_in_between(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a refused save (a writer outside the agent saved), the agent reads the
+    stored epoch and takes the stored version from ONE read: a newer incarnation's
+    take-over landing after any of its reads is seen -- the stale one ends -- and is
+    never saved over (on two reads, its version was taken without its epoch seen)."""
+    newest: list[MemoryHost] = []
+
+    def setup(nth: int) -> MemoryHost:
+        _clear(url, "x")
+        first: MemoryHost = host(ALICE, "x")
+        add(first, "one")
+        first.call("flush", (), {}, None, False)
+        with PostgresSession(url) as other:  # a writer outside the agent: the next save conflicts
+            other.load("x", {}, strict=False)
+            other.put("x", {**other.read("x"), "note": {"by": "other"}})
+        add(first, "from the cut-off node")
+        return first
+
+    def flush(first: MemoryHost) -> Any:
+        try:
+            return first.call("flush", (), {}, None, False)
+        except AgentRestartedError as exc:
+            return exc
+
+    def check(first: MemoryHost, answer: Any, fired: bool) -> None:
+        with PostgresSession(url) as raw:
+            stored = raw.read("x")
+        if fired:  # the take-over landed: the stale one ended, the take-over's save stands
+            assert isinstance(answer, AgentRestartedError) and "superseded" in str(answer)
+            assert stored["cluster"]["epoch"] == newest[-1]._epoch
+            assert texts(newest[-1]) == ["one"]
+        else:
+            assert stored["cluster"]["epoch"] == first._epoch
+        assert first._closed == fired
+
+    _at_every_read(monkeypatch, "x", lambda: newest.append(host(ALICE, "x")), setup, flush, check)
