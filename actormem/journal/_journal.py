@@ -120,6 +120,10 @@ _NOW_VERSIONS: Final = f"hashes:{NOW_FILE}"
 #: Versions of NOW.md that may be acknowledged ahead of the file; past this a
 #: NOW update waits for the view writer (the hash list stays short).
 _MAX_NOW_VERSIONS: Final = 32
+#: Seconds the NOW.md writer waits for a turn's end to make the turn's start
+#: durable (one sync for both) before it syncs the start itself: NOW.md shows
+#: an in-flight task at most this much later (beside the writer's own delay).
+NOW_SYNC_WAIT: Final = 0.25
 
 
 def _stat(path: Path) -> Signature | None:
@@ -499,7 +503,14 @@ class Journal(DailyJournal, StateModule):
         written at its signature.  Any other is left alone; an edit in place
         that kept a signature of ours has it forgotten, so the next use imports it.
         """
-        self.sync_store()  # never a file showing what the disk may not hold yet
+        # Never a file showing what the disk may not hold yet.  A turn's start
+        # (written unsynced) is given a moment to be carried by the turn's end
+        # before it is synced here: that sync was a second one the end waited for.
+        waiting = getattr(self._store, "_sync_log", None)  # DuckDB's store log
+        if waiting is not None and self._views.may_wait():
+            waiting(NOW_SYNC_WAIT)
+        else:
+            self.sync_store()
         path = self.path(NOW_FILE)
         before = _stat(path)
         current = read_text(path)

@@ -146,6 +146,10 @@ class ViewWriter:
             self._urgent -= 1
         return True
 
+    def may_wait(self) -> bool:
+        """Whether a job may wait a little: on the writer's thread, with no flush waiting."""
+        return threading.current_thread() is self._thread and not self._urgent and not self._closed
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called (jobs now run on the caller's thread)."""

@@ -17,12 +17,16 @@ record framed like the log's, overwritten in place each time) and kept in
 memory as a pending write numbered like the log's next record.  Then one of
 three things happens, and each keeps the numbers of the log consecutive:
 
-- the next synced record of the log is the turn's end (journal rows only):
-  the start's rows are *carried* by it -- one record, under the start's
-  number, holding both -- so one sync acknowledges the turn;
-- anything else is written to the log first (another writer's record, a
-  sync the caller asks for, :meth:`~actormem.store.DuckDBStore.sync_log`):
-  the start is appended as its own record, synced, before it;
+- the next synced record of the log -- the turn's end, or another writer's
+  record written during the model call (a recorded batch, a compaction) --
+  *carries* the start's rows: one record, under the start's number, holding
+  both, so one sync acknowledges them (until session 11 only the turn's end
+  carried it, and a recorded batch during a turn cost a second sync that the
+  turn's end waited for behind the writer lock);
+- a sync the caller asks for (:meth:`~actormem.store.DuckDBStore.sync_log`),
+  an unsynced write, or a start too large to carry: the start is appended as
+  its own record, synced, before it.  The journal's NOW.md writer first
+  waits a little (``_sync_log(wait)``) for the turn's end to carry it;
 - the applier moves it into DuckDB (a DuckDB commit is durable) before any of
   those: the slot's copy is then stale.
 

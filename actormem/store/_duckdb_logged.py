@@ -173,10 +173,13 @@ def _merged_statements(pending: list[Logged]) -> list[str]:
 
 
 def _carried(start: Logged, end: Logged) -> Logged:
-    """One record of journal rows: ``start``'s, then ``end``'s, under ``start``'s number.
+    """One record: ``start``'s journal rows, then all ``end`` writes, under ``start``'s number.
 
-    Applied, it leaves what the two applied in order leave (the rows in
-    order; each state key's last value).
+    ``end`` is any synced write (the turn's end, a recorded batch, a
+    compaction's statements).  Applied, it leaves what the two applied in
+    order leave: the journal rows in order, each state key's last value, and
+    ``end``'s statements after every row (:func:`_merged_statements`); its
+    memories' rows are other tables, which ``start`` never writes.
     """
     state = dict(start.state_rows)
     for key, row in end.state_rows.items():
@@ -184,8 +187,12 @@ def _carried(start: Logged, end: Logged) -> Logged:
         state[key] = row
     return Logged(
         seq=start.seq,
+        write=end.write,
+        inserts=end.inserts,
+        statements=end.statements,
         log_rows=[*start.log_rows, *end.log_rows],
         state_rows=state,
+        ids=end.ids,
         log_ids={**start.log_ids, **end.log_ids},
     )
 
@@ -248,6 +255,9 @@ class DuckDBLogged:
         # applier takes only the last two, so writes are logged while it works.
         self._apply_lock = threading.Lock()
         self._logged_lock = threading.Lock()
+        #: Notified (``_logged_lock`` held) when a pending start becomes durable
+        #: or is applied: :meth:`_sync_log` waits on it.
+        self._start_done = threading.Condition(self._logged_lock)
         self._acur: Any = None
         self._apply_wake = threading.Event()
         self._applier: threading.Thread | None = None
@@ -361,18 +371,22 @@ class DuckDBLogged:
         rows_only = entry.write is None and not entry.statements and not entry.ids
         with self._logged_lock:
             start = self._pending_start()
-            if start is not None and sync and rows_only and start.seq > self._taken:
+            synced: int | None = None
+            if start is not None and sync and start.seq > self._taken:
+                # Any synced write carries a pending start: one record and one
+                # sync for both (a recorded batch or a compaction during a turn
+                # put the start in the log first, a second sync the turn's end
+                # waited for behind the writer lock).
                 carried = _carried(start, entry)
                 if len(carried.data()) + 1024 <= LOG_RECORD_MAX:
+                    if entry.ids:  # a second entry of this number: see _index_since
+                        self._note_commit(carried.seq, entry.ids)
                     self._acklog.append(frame(carried.seq, carried.data()))
                     self._logged[-1] = carried  # in place of the start: applied once
                     self._start = None
-                    synced: int | None = carried.seq
+                    self._start_done.notify_all()
+                    synced = start.seq
                     start = None
-                else:
-                    synced = None
-            else:
-                synced = None
             if start is not None:  # not carried: in the log first, synced
                 self._promote(start)
         if synced is None:
@@ -409,6 +423,7 @@ class DuckDBLogged:
         assert self._acklog is not None
         self._acklog.append(frame(start.seq, start.data()))
         self._start = None
+        self._start_done.notify_all()
         if self._commits is not None:
             self._commits.write(self._store_id, start.seq)
 
@@ -455,10 +470,30 @@ class DuckDBLogged:
         Raises:
             StoreError: A background sync failed.
         """
+        self._sync_log(0.0)
+
+    def _sync_log(self, wait: float) -> None:
+        """:meth:`sync_log`, after waiting up to ``wait`` seconds for another write
+        to make a pending start durable.
+
+        The turn's end carries the start (one record, one sync for both); the
+        journal's NOW.md writer waits so.  Promoting the start itself took a
+        sync that the turn's end then waited for, in about one turn of ten
+        of an instant model.  A start still pending after ``wait`` is synced
+        here; a newer start pending by then is left alone (the file to show
+        is the older one).
+
+        Raises:
+            StoreError: A background sync failed.
+        """
         if self._acklog is None:
             return
         with self._logged_lock:  # not while close() closes the log
             start = self._pending_start()
+            if start is not None and wait > 0:
+                self._start_done.wait_for(lambda: self._pending_start() is not start, wait)
+                if self._pending_start() is not start:  # durable (a newer one may be pending)
+                    start = None
             if start is not None:
                 self._promote(start)
             self._acklog.settle()
@@ -571,6 +606,8 @@ class DuckDBLogged:
         with self._logged_lock:
             base = self._logged[n - 1].seq if n else 0
             del self._logged[:n]
+            if n:
+                self._start_done.notify_all()  # a start among them is in DuckDB
             if not self._logged and n and self._acklog is not None:
                 self._acklog.cut(base)
 

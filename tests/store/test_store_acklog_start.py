@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,18 +96,53 @@ def test_a_start_carried_by_the_turns_end_is_one_record_applied_once(tmp_path: P
         assert store.journal_state(NS) == {"now": "done"}
 
 
-def test_another_write_puts_the_start_in_the_log_first(tmp_path: Path) -> None:
+def test_another_write_carries_the_start_in_its_record(tmp_path: Path) -> None:
+    """A recorded batch during the model call: one record and one sync for it and the start."""
     path = tmp_path / "s.duckdb"
     other = """
     store.add(ns, "a memory written during the model call", kind="fact")
     """
     _killed(path, START + textwrap.dedent(other))
     records = AckLog(str(path)).read()[1]
-    assert len(records) == 2  # the start, then the memory: numbers in order
-    assert records[1].seq == records[0].seq + 1
+    assert len(records) == 1  # the memory's record holds the start's rows too
     with _open(path) as store:
         assert [e.content for e in store.log_entries(NS)] == ["first", "the turn's start"]
+        assert store.journal_state(NS) == {"now": "in flight"}
         assert [m.content for m in store.list(NS)] == ["a memory written during the model call"]
+
+
+def test_a_carried_start_then_the_turns_end_keep_their_order(tmp_path: Path) -> None:
+    """The start carried by a memory write, then the end's own record: numbers consecutive."""
+    path = tmp_path / "s.duckdb"
+    steps = f"""
+    store.add(ns, "a memory written during the model call", kind="fact")
+    store.journal_write(ns, [("THOUGHT", "the reply", {{}}, {T0 + 2})], {{"now": "done"}})
+    """
+    _killed(path, START + textwrap.dedent(steps))
+    records = AckLog(str(path)).read()[1]
+    assert [r.seq for r in records] == [records[0].seq, records[0].seq + 1]
+    with _open(path) as store:
+        entries = store.log_entries(NS)
+        assert [e.content for e in entries] == ["first", "the turn's start", "the reply"]
+        assert [e.seq for e in entries] == [1, 2, 3]
+        assert store.journal_state(NS) == {"now": "done"}
+        assert len(store.list(NS)) == 1
+
+
+def test_a_compaction_carries_the_start_and_sees_its_rows(tmp_path: Path) -> None:
+    """A log compaction's statements after the start's rows, in one record."""
+    path = tmp_path / "s.duckdb"
+    steps = """
+    first = store.log_entries(ns)[0]
+    store.log_compact(ns, [first.id], summary_id="s1", summary="the first entry")
+    """
+    _killed(path, START + textwrap.dedent(steps))
+    assert len(AckLog(str(path)).read()[1]) == 1
+    with _open(path) as store:
+        live = store.log_entries(NS)
+        assert [e.content for e in live] == ["the turn's start"]  # "first" compacted
+        assert [c.summary_id for c in store.log_compactions(NS)] == ["s1"]
+        assert store.journal_state(NS) == {"now": "in flight"}
 
 
 def test_a_start_the_applier_applied_is_not_applied_again(tmp_path: Path) -> None:
@@ -144,6 +181,50 @@ def test_sync_log_makes_a_pending_start_a_synced_record(tmp_path: Path) -> None:
     with _open(path) as store:
         assert [e.content for e in store.log_entries(NS)] == ["first", "start", "two", "three"]
         assert store.journal_state(NS) == {"now": "c"}
+
+
+class _NotingWait(threading.Condition):
+    """The store's start condition, noting when a thread waits on it."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.waiting = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
+
+
+def test_sync_log_wait_lets_the_turns_end_carry_the_start(tmp_path: Path) -> None:
+    """NOW.md's writer waits for the end instead of syncing the start as a record of its own."""
+    path = tmp_path / "s.duckdb"
+    store = _open(path)
+    try:
+        store._stop.set()  # no applier step
+        store.journal_write(NS, [("SYSTEM", "first", {}, T0)], {"now": "idle"})
+        store.journal_state(NS)
+        cond = store._start_done = _NotingWait(store._logged_lock)
+        store.journal_write(NS, [("USER_FEEDBACK", "start", {}, T0 + 1)], {"now": "a"}, sync=False)
+        done = threading.Event()
+        waiter = threading.Thread(target=lambda: (store._sync_log(60), done.set()))
+        waiter.start()
+        assert cond.waiting.wait(60)
+        assert not done.is_set() and store.log_unsynced
+        store.journal_write(NS, [("THOUGHT", "end", {}, T0 + 2)], {"now": "done"})
+        waiter.join(60)
+        assert done.is_set()
+        assert store._acklog is not None
+        assert len(store._acklog.read()[1]) == 1  # the end carried it: no record of its own
+        # nothing carries it within the wait: synced as a record of its own
+        store.journal_write(NS, [("USER_FEEDBACK", "two", {}, T0 + 3)], {"now": "b"}, sync=False)
+        store._sync_log(0.001)
+        assert not store.log_unsynced
+        assert len(store._acklog.read()[1]) == 2
+    finally:
+        store.close()
+    with _open(path) as store:
+        assert [e.content for e in store.log_entries(NS)] == ["first", "start", "end", "two"]
+        assert store.journal_state(NS) == {"now": "b"}
 
 
 @pytest.mark.parametrize("damage", ["torn", "garbled", "other database", "missing"])

@@ -453,3 +453,38 @@ def test_a_torn_last_entry_is_cut_off_and_later_entries_read(tmp_path: Path) -> 
         ids = since.ids_through(store.change_counter)
         assert ids is not None and new.id in ids  # the entries after the cut read
         assert since.end == _since(path).stat().st_size  # nothing unreadable is left
+
+
+def test_a_memory_write_carrying_a_turns_start_is_caught_up(tmp_path: Path) -> None:
+    """A turn's start carried by a memory write: its number's second entry names the rows."""
+    path = _prepared(tmp_path)
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        from actormem.models.embedders import HashEmbedder
+        from actormem.store import DuckDBStore, Namespace
+        alice = Namespace(user_id="alice", agent_id="bot")
+        store = DuckDBStore({str(path)!r}, embedder=HashEmbedder(32), index_snapshot_min_rows=0,
+                            touch_flush_interval=None, near_duplicate_threshold=None,
+                            clock=lambda: 1_700_000_000.0)
+        store._apply_lock.acquire()                                   # the applier stops here
+        store.journal_write(alice, [("USER_FEEDBACK", "the turn's start", {{}}, 1_700_000_000.0)],
+                            {{"now": "in flight"}}, sync=False)
+        r = store.add(alice, "carried with the start violin harbour")  # one record for both
+        print("ACK", r.id, len(store._acklog.read()[1]), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    _, mid, records = proc.stdout.split()
+    assert records == "1"
+    since = read_since(str(_since(path)))
+    assert since is not None and any(mid in ids for ids in since.entries.values())
+    with structlog.testing.capture_logs() as logs, _open(path) as store:
+        assert not _events(logs, "store.index_snapshot_rebuilt")
+        assert store._snapshot_seq == since.base_seq < store.change_counter
+        _all_found(store, [mid])
+        assert [e.content for e in store.log_entries(ALICE)] == ["the turn's start"]
