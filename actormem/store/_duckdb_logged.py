@@ -15,8 +15,9 @@ kept records in one DuckDB transaction -- the memories' rows as one insert
 (an Arrow table when there are many), the changed rows in order, the history
 rows as one insert -- setting ``commit_seq`` to the last record's number,
 then cuts the log back.  It runs on the applier thread (``APPLY_DELAY``
-after the first pending record, or at once past ``APPLY_MAX`` records) and
-before anything else reads or writes DuckDB, always under the writer lock.
+after the first pending record, sooner past ``APPLY_SOON``; on the writing
+thread past ``APPLY_MAX`` records) and before anything else reads or writes
+DuckDB, always under the writer lock.
 """
 
 from __future__ import annotations
@@ -62,14 +63,23 @@ from actormem.store._records import Batch, us
 from actormem.store._types import InvalidMemoryError, MemoryRecord, Namespace, StoreError
 from actormem.store._wire import WireError, WireWrite, encode_write, literal_safe, wire_write
 
-__all__ = ["APPLY_DELAY", "APPLY_MAX", "DuckDBLogged", "Logged"]
+__all__ = ["APPLY_DELAY", "APPLY_MAX", "APPLY_SOON", "DuckDBLogged", "Logged"]
 
 log = structlog.get_logger(__name__)
 
 F32 = npt.NDArray[np.float32]
 
 #: Seconds the applier waits after the first pending record, so records pile up.
-APPLY_DELAY: Final = 0.2
+#: An apply's cost is mostly fixed (its transaction, statements and commit: 30
+#: records or 150 of an agent's turns took the same 35-50 ms of wall time), and
+#: beside back-to-back journaled turns an apply every 0.2 s ran a third of the
+#: time, competing for the cores, the GIL and the disk's sync with the turns:
+#: at 1 s, five alternating pairs of ``bench_reply`` at load 7-10 gave p99 0.80x
+#: (0.77-0.99x), process CPU per turn 0.90x, turns over 20 ms 0.81x (session 11).
+APPLY_DELAY: Final = 1.0
+#: Pending records at which the applier starts at once instead (single adds at
+#: 2,400/s reach it in about the old 0.2 s), well below :data:`APPLY_MAX`.
+APPLY_SOON: Final = 512
 #: Pending records beyond which a write applies them itself (memory and replay bound).
 APPLY_MAX: Final = 2048
 #: Batches with more inserts are committed directly (a group commit of 32
@@ -260,6 +270,8 @@ class DuckDBLogged:
         self._start_done = threading.Condition(self._logged_lock)
         self._acur: Any = None
         self._apply_wake = threading.Event()
+        #: Ends the applier's wait early: many records pending, or close.
+        self._apply_soon = threading.Event()
         self._applier: threading.Thread | None = None
         #: Acknowledged writes DuckDB rejected when applying them (set aside in
         #: ``<db>.acklog.rejected``, logged as errors) since the store was opened.
@@ -279,6 +291,7 @@ class DuckDBLogged:
 
     def _stop_applier(self) -> None:
         """Stop the applier thread (``_stop`` is set by the caller first)."""
+        self._apply_soon.set()
         self._apply_wake.set()
         if self._applier is not None and self._applier is not threading.current_thread():
             self._applier.join()
@@ -288,7 +301,9 @@ class DuckDBLogged:
         while not self._stop.is_set():
             self._apply_wake.wait()
             self._apply_wake.clear()
-            if self._stop.wait(APPLY_DELAY):
+            self._apply_soon.wait(APPLY_DELAY)
+            self._apply_soon.clear()
+            if self._stop.is_set():
                 return  # close() drains under the writer lock
             try:
                 self._apply_pending()
@@ -406,6 +421,8 @@ class DuckDBLogged:
             self._commits.write(self._store_id, synced)
         if not self._apply_wake.is_set():  # set and not yet cleared: it reads this record
             self._apply_wake.set()
+        if len(self._logged) >= APPLY_SOON and not self._apply_soon.is_set():
+            self._apply_soon.set()
 
     def _pending_start(self) -> Logged | None:
         """The start kept in the slot that nothing made durable yet (``_logged_lock`` held)."""

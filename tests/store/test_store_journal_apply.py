@@ -345,3 +345,32 @@ def test_a_compaction_between_the_check_and_the_write_is_seen(
         assert [c.summary_id for c in store.log_compactions(NS)] == ["B"]
     finally:
         store.close()
+
+
+def test_the_applier_starts_early_once_many_records_are_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``APPLY_SOON`` pending records the applier does not wait out ``APPLY_DELAY``."""
+    import actormem.store._duckdb_logged as logged
+
+    monkeypatch.setattr(logged, "APPLY_DELAY", 3600.0)  # only the early start can apply
+    monkeypatch.setattr(logged, "APPLY_SOON", 5)
+    store = _open(tmp_path / "s.duckdb")
+    try:
+        applied = threading.Event()
+        real = store._applied
+
+        def noted(n: int) -> None:
+            real(n)
+            if n:
+                applied.set()
+
+        store._applied = noted  # type: ignore[method-assign]
+        for i in range(4):
+            store.add(NS, f"memory number {i}")
+        assert len(store._logged) == 4 and not applied.is_set()
+        store.add(NS, "the fifth pending record")
+        assert applied.wait(60)
+        assert store.count(NS) == 5
+    finally:
+        store.close()
