@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from actormem.session import JsonSession, PostgresSession, SessionConflictError
-from actormem.session import _postgres as pgmod
+from actormem.session import _pg_layout as layout
 from actormem.session._common import encode_document
 from tests._postgres import pg_url
 
@@ -200,7 +200,7 @@ def test_agents_in_separate_processes_never_overwrite_a_re_created_session(
 def _previous_layout(dsn: str, rows: int) -> None:
     """A sessions table of layout 1 (before the generation), filled like actormem did."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for statement in pgmod.MIGRATIONS[0]:
+        for statement in layout.MIGRATIONS[0]:
             conn.execute(
                 statement.format(t="actormem_sessions", t_saved_at="actormem_sessions_saved_at")
             )
@@ -221,7 +221,7 @@ def _previous_layout(dsn: str, rows: int) -> None:
 def test_a_filled_table_of_the_previous_layout_migrates_and_its_rows_load_and_save(
     pg_dsn: str,
 ) -> None:
-    assert pgmod.LAYOUT_VERSION == 2
+    assert layout.LAYOUT_VERSION == 2
     _previous_layout(pg_dsn, rows=5)
     filenode = "SELECT pg_relation_filenode('actormem_sessions')"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:

@@ -30,6 +30,7 @@ from actormem.session import (
     SessionStorageError,
     open_sessions,
 )
+from actormem.session import _pg_layout as layout
 from actormem.session import _postgres as pgmod
 from actormem.state import StateModule
 from tests._postgres import pg_url
@@ -409,7 +410,7 @@ def test_the_layout_version_is_recorded_and_a_newer_one_refused(pg_dsn: str) -> 
     PostgresSession(pg_dsn).close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         row = conn.execute("SELECT version FROM actormem_sessions_schema").fetchone()
-        assert row == (pgmod.LAYOUT_VERSION,)
+        assert row == (layout.LAYOUT_VERSION,)
         conn.execute("UPDATE actormem_sessions_schema SET version = 99")
     with pytest.raises(SessionStorageError, match="layout version 99, newer than this actormem"):
         PostgresSession(pg_dsn)
@@ -424,8 +425,8 @@ def test_pending_migrations_run_once_when_workers_open_at_once(
         "ALTER TABLE {t} ADD COLUMN note text NOT NULL DEFAULT ''",
         "INSERT INTO migration_log VALUES (clock_timestamp())",
     )
-    monkeypatch.setattr(pgmod, "MIGRATIONS", [*pgmod.MIGRATIONS, step])
-    monkeypatch.setattr(pgmod, "LAYOUT_VERSION", len(pgmod.MIGRATIONS))
+    monkeypatch.setattr(layout, "MIGRATIONS", [*layout.MIGRATIONS, step])
+    monkeypatch.setattr(layout, "LAYOUT_VERSION", len(layout.MIGRATIONS))
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE migration_log (at timestamptz)")
     opened: list[PostgresSession] = []
@@ -448,7 +449,7 @@ def test_pending_migrations_run_once_when_workers_open_at_once(
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM migration_log").fetchone() == (1,)
         row = conn.execute("SELECT version FROM actormem_sessions_schema").fetchone()
-        assert row == (len(pgmod.MIGRATIONS),)
+        assert row == (len(layout.MIGRATIONS),)
     c = Counter()
     assert opened[0].load("old", {"c": c}) and c.value == 8  # data kept across the step
     for s in opened:

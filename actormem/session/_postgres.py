@@ -20,7 +20,9 @@ Layout (table name configurable, default ``actormem_sessions``)::
 
 and ``<table>_schema`` holding the layout version.  Opening runs the pending
 migrations in one transaction under an advisory lock (two workers starting
-at once migrate once); a layout newer than this actormem is refused.
+at once migrate once); a layout newer than this actormem is refused.  The
+layout, its migrations and the check of a table found are in
+:mod:`actormem.session._pg_layout`; this module reads and writes the rows.
 
 **Two workers saving one session at once** (``on_conflict="raise"``, the
 default): optimistic concurrency.  Each ``PostgresSession`` remembers, per
@@ -94,6 +96,7 @@ from actormem.session._common import (
     encode_document,
     validate_session_id,
 )
+from actormem.session._pg_layout import LAYOUT_VERSION, migrate
 from actormem.state import StateModule
 from actormem.store._pg_conn import SaysDriverErrors, is_lost, redacted, secrets_of
 
@@ -107,51 +110,6 @@ log = structlog.get_logger("actormem.session")
 T = TypeVar("T")
 _TABLE_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _INSTALL_HINT: Final = "pip install 'actormem[postgres]'"
-
-#: Statements that move the table layout from version ``i`` to ``i + 1``
-#: (``{t}`` is the sessions table).  Append; never edit a released step.
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        """CREATE TABLE IF NOT EXISTS {t} (
-            session_id text PRIMARY KEY CHECK (length(session_id) BETWEEN 1 AND 128),
-            version bigint NOT NULL CHECK (version > 0),
-            schema_version integer NOT NULL,
-            document bytea NOT NULL,
-            nbytes integer NOT NULL,
-            saved_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-            saved_by text NOT NULL,
-            save_id uuid NOT NULL
-        )""",
-        "CREATE INDEX IF NOT EXISTS {t_saved_at} ON {t} (saved_at DESC)",
-    ),
-    # 2: the row's generation, so a version can never match another incarnation
-    # of a session (deleted and created again).  Added without a default, then
-    # given one, so existing rows keep NULL and the table is not rewritten under
-    # an exclusive lock (a volatile default in ADD COLUMN rewrites every row);
-    # a row created from then on -- by a process of the previous layout too --
-    # draws one, so a remembered NULL never matches a re-created row.
-    (
-        "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS generation uuid",
-        "ALTER TABLE {t} ALTER COLUMN generation SET DEFAULT gen_random_uuid()",
-    ),
-]
-#: The layout this actormem writes.
-LAYOUT_VERSION: Final = len(MIGRATIONS)
-#: The columns of the layout at :data:`LAYOUT_VERSION` (name -> ``format_type``).
-_COLUMNS: Final = {
-    "session_id": "text",
-    "version": "bigint",
-    "schema_version": "integer",
-    "document": "bytea",
-    "nbytes": "integer",
-    "saved_at": "timestamp with time zone",
-    "saved_by": "text",
-    "save_id": "uuid",
-    "generation": "uuid",
-}
-#: Columns a migration adds: a table of an earlier layout (its layout record
-#: lost) may lack them and is still adopted (the migration adds them).
-_ADDED_LATER: Final = frozenset({"generation"})
 
 
 def _import_psycopg() -> Any:
@@ -331,47 +289,8 @@ class PostgresSession(SaysDriverErrors):
             raise AssertionError("unreachable")
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        sql = self._sql
-        meta = sql.Identifier(f"{self.table}_schema")
-        names = {"t": self._t, "t_saved_at": sql.Identifier(f"{self.table}_saved_at")}
         try:
-            with conn.transaction():
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"actormem.{self.table}",)
-                )
-                conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {m} (one boolean PRIMARY KEY DEFAULT true "
-                        "CHECK (one), version integer NOT NULL, migrated_at timestamptz NOT NULL)"
-                    ).format(m=meta)
-                )
-                row = conn.execute(sql.SQL("SELECT version FROM {m}").format(m=meta)).fetchone()
-                current = int(row[0]) if row else 0
-                if current > LAYOUT_VERSION:
-                    raise SessionStorageError(
-                        f"sessions table {self.table} in {self.url} has layout version {current}, "
-                        f"newer than this actormem supports ({LAYOUT_VERSION}); upgrade actormem"
-                    )
-                if current == 0:
-                    self._refuse_foreign_table(conn)
-                for step in range(current, LAYOUT_VERSION):
-                    for statement in MIGRATIONS[step]:
-                        conn.execute(sql.SQL(statement).format(**names))
-                if current < LAYOUT_VERSION:
-                    conn.execute(
-                        sql.SQL(
-                            "INSERT INTO {m} (one, version, migrated_at) VALUES (true, %s, now()) "
-                            "ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version, "
-                            "migrated_at = EXCLUDED.migrated_at"
-                        ).format(m=meta),
-                        (LAYOUT_VERSION,),
-                    )
-                    log.info(
-                        "session.pg_migrated",
-                        table=self.table,
-                        from_version=current,
-                        to_version=LAYOUT_VERSION,
-                    )
+            migrate(conn, self.table, self.url)
         except SessionError:
             raise
         except self._pg.Error as exc:
@@ -379,57 +298,6 @@ class PostgresSession(SaysDriverErrors):
             raise SessionStorageError(
                 f"cannot prepare the sessions table {self.table} in {self.url}: {self._say(exc)}"
             ) from None
-
-    def _refuse_foreign_table(self, conn: psycopg.Connection[Any]) -> None:
-        """Refuse a table of this name that no actormem made (no layout record beside it).
-
-        ``CREATE TABLE IF NOT EXISTS`` would adopt it silently and every save would
-        then fail (no key for ``ON CONFLICT``, a missing column) -- or worse, write
-        into someone else's table.  A table with exactly this layout (the layout
-        record lost, say) is adopted.
-        """
-        row = conn.execute(
-            "SELECT c.oid, c.relkind FROM pg_class c WHERE c.oid = to_regclass(%s)",
-            (self.table,),
-        ).fetchone()
-        if row is None:
-            return
-        oid, relkind = row
-        found = dict(
-            conn.execute(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-                (oid,),
-            ).fetchall()
-        )
-        keyed = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a "
-            "ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
-            "WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
-            "AND i.indpred IS NULL AND a.attname = 'session_id')",
-            (oid,),
-        ).fetchone()
-        problems = []
-        if str(relkind) not in ("r", "p"):
-            problems.append(f"it is not a table (relkind {relkind!r})")
-        missing = [
-            f"{c} {t}"
-            for c, t in _COLUMNS.items()
-            if found.get(c) != t and not (c in _ADDED_LATER and c not in found)
-        ]
-        if missing:
-            problems.append(f"it lacks the columns {', '.join(missing)}")
-        extra = sorted(set(found) - set(_COLUMNS))
-        if extra:
-            problems.append(f"it has other columns ({', '.join(extra)})")
-        if not (keyed and keyed[0]):
-            problems.append("session_id is not its primary key")
-        if problems:
-            raise SessionStorageError(
-                f"{self.table} in {self.url} exists but is not an actormem sessions table "
-                f"({'; '.join(problems)}); nothing was changed -- pass another table= name "
-                "or remove that table"
-            )
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`SessionStorageError`."""
