@@ -38,6 +38,7 @@ from actormem.models.embedders import WordLlamaEmbedder, unit_rows
 from actormem.store._base_files import Transfer
 from actormem.store._base_keyed import KeyedWrites
 from actormem.store._base_maintenance import Maintenance, check_args
+from actormem.store._checks import check_importance, check_str_tuple
 from actormem.store._index import tokenize
 from actormem.store._kinds import check_keyed_scope
 from actormem.store._limits import MAX_COUNT, STORE_SETTINGS
@@ -73,8 +74,6 @@ from actormem.store._types import (
     SearchMode,
     StoreClosedError,
     WriteResult,
-    check_importance,
-    check_str_tuple,
 )
 
 __all__ = ["StoreBase"]

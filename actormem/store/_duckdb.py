@@ -29,11 +29,13 @@ Search
 
 Concurrency
     One process owns the file; a second one gets :class:`StoreLockedError`
-    naming the file.  Inside the process, writes are serialised by a single
-    writer lock and run on one writer cursor; reads that go to DuckDB
-    (``get``, ``list``, analytics, export) use one cursor per thread, so many
-    threads may read while one writes (DuckDB's MVCC shows them committed
-    data).  Searches read the index under its own short lock.
+    naming the file, and so does a second store object on it in the same
+    process (:mod:`~actormem.store._duckdb_claim`).  Inside the process,
+    writes are serialised by a single writer lock and run on one writer
+    cursor; reads that go to DuckDB (``get``, ``list``, analytics, export)
+    use one cursor per thread, so many threads may read while one writes
+    (DuckDB's MVCC shows them committed data).  Searches read the index
+    under its own short lock.
 
 Access statistics
     A search counts its hits (``access_count``/``last_accessed``) in the index
@@ -66,7 +68,6 @@ from __future__ import annotations
 
 import builtins
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -88,6 +89,7 @@ from actormem.store._acklog_start import StartSlot, replay_start
 from actormem.store._at_exit import OPEN_STORES
 from actormem.store._base import StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
+from actormem.store._duckdb_claim import claim_file, locked_message, release_file
 from actormem.store._duckdb_journal import DuckDBJournal
 from actormem.store._duckdb_logged import DuckDBLogged
 from actormem.store._duckdb_open import DuckDBOpening
@@ -146,46 +148,6 @@ _WARM_JOIN_TIMEOUT = 120.0
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
 Key = tuple[str, str, str, str]
-
-
-#: The database files this process has open, by ``(st_dev, st_ino)``.  DuckDB's
-#: lock is per process: a second store object on an open file would open it,
-#: and its start would cut the first one's acknowledgement log under it.
-_OPEN_FILES: dict[tuple[int, int], str] = {}
-_OPEN_FILES_LOCK = threading.Lock()
-
-
-def _claim_file(path: str) -> tuple[int, int]:
-    """Register ``path`` as open in this process; :class:`StoreLockedError` if it is."""
-    st = os.stat(path)
-    key = (st.st_dev, st.st_ino)
-    with _OPEN_FILES_LOCK:
-        holder = _OPEN_FILES.get(key)
-        if holder is not None:
-            raise StoreLockedError(
-                f"{path} is already open in this process (as {holder}): one store object "
-                "per file -- share that one (it is thread-safe) or close it first"
-            )
-        _OPEN_FILES[key] = path
-    return key
-
-
-def _release_file(key: tuple[int, int] | None) -> None:
-    if key is not None:
-        with _OPEN_FILES_LOCK:
-            _OPEN_FILES.pop(key, None)
-
-
-def _locked_message(path: str, cause: str) -> str:
-    """Why a DuckDB file cannot be opened here: who holds it and what to use instead."""
-    pid = re.search(r"\(PID (\d+)\)", cause)
-    holder = f"process {pid.group(1)}" if pid else "another process"
-    return (
-        f"{path} is held by {holder}: DuckDB lets one process open a file (even "
-        f"read-only). To share long-term memory between several worker processes or "
-        f"hosts, use the PostgreSQL backend (store='postgresql://...', "
-        f"pip install 'actormem[postgres]'). DuckDB said: {cause}"
-    )
 
 
 class DuckDBStore(
@@ -340,14 +302,14 @@ class DuckDBStore(
         except BaseException as exc:
             self._cancel_snapshot_check()
             if isinstance(exc, duckdb.IOException) and "could not set lock" in str(exc).lower():
-                raise StoreLockedError(_locked_message(self.path, str(exc))) from exc
+                raise StoreLockedError(locked_message(self.path, str(exc))) from exc
             if isinstance(exc, duckdb.Error):
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
         self._file_key: tuple[int, int] | None = None
         try:
             if self.path != ":memory:":
-                self._file_key = _claim_file(self.path)
+                self._file_key = claim_file(self.path)
             self._wcur = self._con.cursor()
             # A commit appends to the WAL (and syncs it); DuckDB folds the WAL into
             # the file at this size and on close.  The default (16MB) checkpoints
@@ -390,7 +352,7 @@ class DuckDBStore(
                 self._acklog.close(remove=False)
             if self._slot is not None:
                 self._slot.close(clear=False)
-            _release_file(self._file_key)
+            release_file(self._file_key)
             if isinstance(exc, duckdb.Error):  # a damaged file: name it, not a raw duckdb error
                 raise StoreError(f"cannot open {self.path} (damaged?): {exc}") from exc
             raise
@@ -637,7 +599,7 @@ class DuckDBStore(
                     self._acklog.close(remove=applied)
                 if self._slot is not None:
                     self._slot.close(clear=applied)
-                _release_file(self._file_key)
+                release_file(self._file_key)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pyarrow as pa
 
 from actormem.store._base_keyed import keyed_order
+from actormem.store._checks import check_str_tuple
 from actormem.store._duckdb_sql import UnsafeLiteral, lit
 from actormem.store._duckdb_vectors import fixed_list
 from actormem.store._kinds import KEYED_KIND
@@ -36,7 +37,6 @@ from actormem.store._types import (
     MemoryRecord,
     Namespace,
     NamespaceStats,
-    check_str_tuple,
     stored_namespace,
 )
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from actormem.store._checks import check_str_tuple
 from actormem.store._limits import COUNT, TIMESTAMP
 from actormem.store._records import check_limit, check_text
-from actormem.store._types import InvalidMemoryError, NewMemory, check_str_tuple
+from actormem.store._types import InvalidMemoryError, NewMemory
 
 __all__ = ["check_compaction", "check_entry", "check_state", "log_entries_sql"]
 

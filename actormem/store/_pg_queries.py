@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from actormem.store._checks import check_str_tuple
 from actormem.store._journal_rows import check_compaction, check_entry, check_state, log_entries_sql
 from actormem.store._limits import MAX_COUNT
 from actormem.store._records import (
@@ -45,7 +46,6 @@ from actormem.store._types import (
     MemoryRecord,
     Namespace,
     NamespaceStats,
-    check_str_tuple,
     stored_namespace,
 )
 

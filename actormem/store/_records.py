@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem._pace import PIECE, pieces
+from actormem.store._checks import check_no_nul
 from actormem.store._index import STOPWORDS
 from actormem.store._types import (
     HistoryRecord,
@@ -33,7 +34,6 @@ from actormem.store._types import (
     NamespaceError,
     NamespaceStats,
     NewMemory,
-    check_no_nul,
     stored_namespace,
 )
 

@@ -4,7 +4,9 @@ Everything that crosses the store's API is a msgspec Struct: the input
 (:class:`NewMemory`), the stored record (:class:`MemoryRecord`), the scope
 (:class:`Namespace`), search input and output (:class:`SearchFilters`,
 :class:`SearchConfig`, :class:`SearchHit`) and the reports of writes and
-maintenance.  Times are Unix seconds (floats, UTC).
+maintenance.  Times are Unix seconds (floats, UTC).  The store's errors and
+the checks of single values live in :mod:`actormem.store._checks` and are
+re-exported here.
 
 Namespaces
     A memory is written into a concrete :class:`Namespace` -- any combination
@@ -18,7 +20,6 @@ Namespaces
 
 from __future__ import annotations
 
-import math
 import re
 from contextvars import ContextVar
 from typing import Any, Final, Literal
@@ -28,6 +29,22 @@ import msgspec
 # A module import, not a name: actormem._door imports the store's limits, so
 # whichever of the two is imported first finds the other half-initialised.
 from actormem import _door
+from actormem.store._checks import (
+    EmbedderMismatchError,
+    EmbeddingError,
+    InvalidMemoryError,
+    MemoryNotFoundError,
+    NamespaceError,
+    SchemaVersionError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    check_importance,
+    check_no_nul,
+    check_str_tuple,
+    plain_label,
+    utf8,
+)
 from actormem.store._limits import SEARCH_FIELDS, TIMESTAMP, check_fields
 
 __all__ = [
@@ -74,59 +91,6 @@ _ID_RE: Final = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 _MAX_CONTENT: Final = 1_000_000
 
 
-# -- errors -----------------------------------------------------------------------
-
-
-class StoreError(Exception):
-    """Base class of every error the store raises."""
-
-
-class StoreLockedError(StoreError):
-    """Another process holds the database file open."""
-
-
-class StoreClosedError(StoreError):
-    """The store was used after :meth:`close`."""
-
-
-class SchemaVersionError(StoreError):
-    """The file's schema is newer than this version of actormem understands."""
-
-
-class EmbedderMismatchError(StoreError):
-    """The store was built with another embedder (name or dimension).
-
-    Attributes:
-        stored_name: The name of the embedder the store was built with (None when
-            the store does not say).
-        stored_dim: Its vector size (0 when unknown).
-    """
-
-    def __init__(self, message: str, *, stored_name: str | None = None, stored_dim: int = 0):
-        super().__init__(message)
-        self.stored_name = stored_name
-        self.stored_dim = stored_dim
-
-
-class EmbeddingError(StoreError):
-    """The embedder failed or returned unusable vectors; nothing was stored."""
-
-
-class NamespaceError(StoreError, ValueError):
-    """A namespace is empty or holds an invalid id."""
-
-
-class InvalidMemoryError(StoreError, ValueError):
-    """A memory, filter or argument has a wrong type or value."""
-
-
-class MemoryNotFoundError(StoreError, KeyError):
-    """No live memory with that id in that namespace."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "memory not found"
-
-
 # -- namespace ----------------------------------------------------------------------
 
 _NS_FIELDS: Final = ("user_id", "agent_id", "run_id", "session_id")
@@ -163,7 +127,7 @@ class Namespace(msgspec.Struct, frozen=True, kw_only=True):
                 continue
             if not isinstance(value, str):
                 raise NamespaceError(f"namespace {name} must be a str, got {type(value).__name__}")
-            if not _ID_RE.match(value) or not _utf8(value):
+            if not _ID_RE.match(value) or not utf8(value):
                 raise NamespaceError(
                     f"namespace {name} {value!r} must be 1-256 characters, no control characters"
                 )
@@ -283,13 +247,13 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             and content.isascii()
             and not content.isspace()
             and "\x00" not in content
-            and (kind == "fact" or _plain_label(kind, 64))
+            and (kind == "fact" or plain_label(kind, 64))
             and type(self.importance) is float
             and 0.0 <= self.importance <= 1.0
             and type(self.tags) is tuple
-            and (not self.tags or all(_plain_label(t, 256) for t in self.tags))
+            and (not self.tags or all(plain_label(t, 256) for t in self.tags))
             and type(self.source_ids) is tuple
-            and (not self.source_ids or all(_plain_label(t, 256) for t in self.source_ids))
+            and (not self.source_ids or all(plain_label(t, 256) for t in self.source_ids))
             and type(self.metadata) is dict
             and not self.metadata
             and self.created_at is None
@@ -316,10 +280,10 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         if self.id is not None and (not isinstance(self.id, str) or not _ID_RE.match(self.id)):
             raise InvalidMemoryError(f"id must be 1-256 printable characters: {self.id!r}")
         for name, text in (("content", self.content), ("kind", self.kind), ("id", self.id or "")):
-            if not _utf8(text):
+            if not utf8(text):
                 raise InvalidMemoryError(f"{name} is not valid Unicode text (a lone surrogate?)")
         for name in ("tags", "source_ids"):
-            if not all(_utf8(t) for t in getattr(self, name)):
+            if not all(utf8(t) for t in getattr(self, name)):
                 raise InvalidMemoryError(f"{name} hold text that is not valid Unicode")
         # PostgreSQL's text cannot hold a NUL: refused on every backend alike, so
         # what one store accepts another does (and an export moves between them).
@@ -751,72 +715,3 @@ class ReembedReport(msgspec.Struct, frozen=True, kw_only=True):
     previous_dim: int
     memories: int
     seconds: float
-
-
-# -- shared checks -----------------------------------------------------------------------
-
-
-def _finite_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_importance(value: object) -> float:
-    """Return ``value`` as a float in ``[0, 1]`` or raise InvalidMemoryError."""
-    if not _finite_number(value) or not 0.0 <= float(value) <= 1.0:  # type: ignore[arg-type]
-        raise InvalidMemoryError(f"importance must be a number in [0, 1], got {value!r}")
-    return float(value)  # type: ignore[arg-type]
-
-
-def _plain_label(text: object, limit: int) -> bool:
-    """Whether ``text`` is an exact ``str`` of 1 to ``limit`` ASCII characters, no NUL.
-
-    What the full checks of a kind (``limit`` 64), a tag or a source id (256)
-    accept without looking further; anything else takes those checks.
-    """
-    return type(text) is str and 0 < len(text) <= limit and text.isascii() and "\x00" not in text
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (no lone surrogates)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def check_no_nul(value: object, path: str) -> None:
-    """Refuse a NUL character (U+0000) in any key or string of JSON ``value``.
-
-    PostgreSQL's ``jsonb`` cannot hold one; refused on every backend alike.
-    """
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidMemoryError(
-                f"{path} holds a NUL character (U+0000), which no backend keeps"
-            )
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_no_nul(key, f"{path} key {key!r}")
-            check_no_nul(item, f"{path}.{key}")
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            check_no_nul(item, f"{path}[{i}]")
-
-
-def check_str_tuple(name: str, value: object) -> tuple[str, ...]:
-    """Return ``value`` as a tuple of non-empty exact strings or raise InvalidMemoryError."""
-    if isinstance(value, str) or not isinstance(value, tuple | list):
-        raise InvalidMemoryError(f"{name} must be a tuple of str, got {type(value).__name__}")
-    exact = True
-    for item in value:
-        if not isinstance(item, str) or not item or len(item) > 256:
-            raise InvalidMemoryError(f"{name} holds an invalid item {item!r}")
-        exact = exact and item.__class__ is str
-    if exact:
-        return tuple(value)
-    # A str subclass (a StrEnum tag) is kept as its plain text: every record
-    # holds exact str, which is what the backends write and read back.
-    return tuple(str.__str__(item) for item in value)
