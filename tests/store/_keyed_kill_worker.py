@@ -4,8 +4,9 @@ after its first store write committed (before ``save`` returns).
 Usage: ``python _keyed_kill_worker.py BACKEND TARGET KEY VALUE``
 
 Before that write it prints ``READY`` and waits for a line on stdin, so the test
-can commit a save of the same key from another process in between (a key the
-child did not find when it looked, added by someone else meanwhile).
+can commit a save of the same key from another process in between: the write
+(one transaction that looks the key up, under the namespace's lock) then finds
+the other process's row.
 """
 
 from __future__ import annotations

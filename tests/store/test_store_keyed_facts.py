@@ -75,8 +75,10 @@ def test_a_process_killed_mid_save_leaves_one_live_row_per_key(
         store = make_store("kill")
         kf = KeyedFacts(store, NS)
     else:
-        # The child looked the key up and found nothing; before it writes, this
-        # process saves the same key (the child's add then met a second row).
+        # Just before the child's save begins its one write transaction, this
+        # process saves the same key.  The child has not looked the key up yet
+        # (the lookup runs inside that transaction, under the namespace's lock),
+        # so it finds this row and updates it: one live row, the child's value.
         _kill_mid_save(target, backend, "plan", "silver", lambda: kf.save("plan", "gold"))
     assert _live(store, kf, "plan") == ["silver"]  # its save committed, alone
     assert kf.get("plan") == "silver"
