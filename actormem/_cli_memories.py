@@ -154,11 +154,14 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
         elif args.action == "forget":
             if not args.yes:
                 raise _UsageError("memories forget deletes for good: add --yes to confirm")
-            from actormem.recorder._facts import forget_with_facts
+            from actormem.recorder._facts import forget_with_facts, keyed_rows_in
 
             # the scope and its keyed facts (a sibling namespace): what the explorer's
-            # "forget this user" removes too
+            # "forget this user" removes too; the keyed facts of the scope's agents,
+            # runs and sessions are inside it, counted before they go
+            keyed = keyed_rows_in(store, ns)
             reports = forget_with_facts(store, ns)
+            keyed += reports[1].memories
             memories = sum(r.memories for r in reports)
             history = sum(r.history for r in reports)
             if args.json:
@@ -168,13 +171,13 @@ def cmd_memories(args: argparse.Namespace, console: Console) -> int:
                             "namespace": msgspec.to_builtins(ns),
                             "memories": memories,
                             "history": history,
-                            "keyed_facts": reports[1].memories,
+                            "keyed_facts": keyed,
                         }
                     )
                 )
             else:
                 console.print(
-                    f"forgot {memories} memories ({reports[1].memories} of them keyed facts) "
+                    f"forgot {memories} memories ({keyed} of them keyed facts) "
                     f"and {history} history rows"
                 )
     return 0

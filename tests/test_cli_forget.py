@@ -79,8 +79,9 @@ def test_forgetting_a_user_leaves_nothing_of_them(tmp_path: Path, path: str) -> 
         )
         assert r.returncode == 0, r.stderr  # opened with the embedder the store recorded
         report = json.loads(r.stdout)
-        # bob#facts lies outside the scope user=bob: it is the sibling forgotten beside it
-        assert report["keyed_facts"] == 1 and report["memories"] == 6
+        # one keyed fact per level: bob#facts (outside the scope user=bob, the sibling
+        # forgotten beside it) and those of bob's agent and run (inside the scope)
+        assert report["keyed_facts"] == 3 and report["memories"] == 6
     else:
         with DuckDBStore(db, embedder=HashEmbedder(32)) as store:
             Explorer(store).forget_user("bob")

@@ -51,7 +51,14 @@ from actormem.store import (
     WriteResult,
 )
 
-__all__ = ["FACTS_SUFFIX", "KEYED_KIND", "KeyedFacts", "facts_namespace", "forget_with_facts"]
+__all__ = [
+    "FACTS_SUFFIX",
+    "KEYED_KIND",
+    "KeyedFacts",
+    "facts_namespace",
+    "forget_with_facts",
+    "keyed_rows_in",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +100,23 @@ def forget_with_facts(store: MemoryStore, namespace: Namespace) -> builtins.list
     scope's, then its keyed facts').
     """
     return [store.forget(namespace), store.forget(facts_namespace(namespace))]
+
+
+def keyed_rows_in(store: MemoryStore, namespace: Namespace) -> int:
+    """How many rows (live or retired) the keyed-facts namespaces inside the
+    scope ``namespace`` hold: the keyed facts of its agents, runs and sessions
+    (``Namespace(user_id="u1")`` holds ``agent_id="a#facts"``), which
+    :func:`forget_with_facts` removes with the scope itself.
+
+    Read before the erasure; with the sibling's report it is the count of
+    keyed facts erased (a keyed fact written between the two is erased but
+    counted as a plain memory).
+    """
+    return sum(
+        st.live + st.deleted + st.superseded
+        for st in store.stats(namespace)
+        if any(FACTS_SUFFIX in value for _, value in st.namespace.items())
+    )
 
 
 def _check(name: str, value: object, limit: int) -> str:
