@@ -15,6 +15,7 @@ library's modules that logs, not by this one.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -159,14 +160,27 @@ _HOMES: Final[dict[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # the next lookup is a plain module attribute
-    return value
+def _lazy_names(
+    package: str, homes: Mapping[str, str], space: dict[str, Any], names: Sequence[str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A package's PEP 562 ``__getattr__`` and ``__dir__``: a name of ``homes``
+    is imported from its module on first use and kept in ``space`` (the
+    package's globals), so the next lookup is a plain module attribute.  Used
+    by this package and :mod:`actormem.store` (here, so that a bare ``import
+    actormem`` still loads no other module of the library)."""
+
+    def lookup(name: str) -> Any:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        space[name] = value
+        return value
+
+    def listing() -> list[str]:
+        return sorted(set(space) | set(names))
+
+    return lookup, listing
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_names(__name__, _HOMES, globals(), __all__)

@@ -14,6 +14,9 @@ Rows:
 
 * ``import actormem``: the bare import;
 * ``from actormem import Msg``: a client that only builds messages;
+* ``import actormem.store``: the store package (its types; the stores, numpy
+  and pyarrow are loaded on first use);
+* ``from actormem import MemoryRuntime``: the runtime's import alone;
 * ``first MemoryRuntime()``: ``from actormem import MemoryRuntime``, a runtime
   started (session folder in a temporary directory, no long-term memory) and
   closed.
@@ -44,6 +47,8 @@ _ROWS: dict[str, tuple[str, str]] = {
     "python -c pass": ("", ""),
     "import actormem": ("import actormem", ""),
     "from actormem import Msg": ("from actormem import Msg", ""),
+    "import actormem.store": ("import actormem.store", ""),
+    "from actormem import MemoryRuntime": ("from actormem import MemoryRuntime", ""),
     "first MemoryRuntime()": (
         "import sys\n"
         "from actormem import MemoryRuntime\n"

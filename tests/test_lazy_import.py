@@ -69,49 +69,63 @@ def test_a_bare_import_loads_no_module_of_the_library_and_no_heavy_dependency() 
     assert got == {"heavy": [], "ours": [], "version": actormem.__version__}
 
 
-def test_every_name_in_all_imports_and_is_the_object_of_its_module() -> None:
-    got = _run(
-        """
-        import importlib, json
-        import actormem
-        bad = []
-        for name in actormem.__all__:
-            value = getattr(actormem, name)
-            home = actormem._HOMES.get(name)
-            if home is not None and value is not getattr(importlib.import_module(home), name):
-                bad.append(name)
-        star = {}
-        exec("from actormem import *", star)
+def _type_checking_imports(init: Path) -> dict[str, str]:
+    """Name -> module of the ``if TYPE_CHECKING:`` imports of a package's ``__init__``:
+    what mypy and editors see (the lazy table is what runs)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(init.read_text())):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
+                for alias in imp.names:
+                    found[alias.asname or alias.name] = imp.module
+    return found
+
+
+def _names_of(package: str, table: str) -> dict[str, object]:
+    """In a fresh process: every name of ``package.__all__`` looked up, those of its
+    lazy ``table`` compared with their module's object, ``import *``, ``dir()`` and
+    an unknown name."""
+    return _run(
+        f"""
+        import importlib, json, sys
+        package = importlib.import_module({package!r})
+        homes = getattr(package, {table!r})
+        bad = [
+            name for name in package.__all__
+            if name in homes
+            and getattr(package, name) is not getattr(importlib.import_module(homes[name]), name)
+        ]
+        for name in package.__all__:
+            getattr(package, name)
+        star = {{}}
+        exec("from {package} import *", star)
         try:
-            actormem.NoSuchName
+            package.NoSuchName
             missing = "no error"
         except AttributeError as exc:
             missing = str(exc)
-        print(json.dumps({
+        print(json.dumps({{
             "bad": bad,
             "star": sorted(n for n in star if n != "__builtins__"),
-            "all": sorted(actormem.__all__),
-            "dir_lacks": sorted(set(actormem.__all__) - set(dir(actormem))),
+            "all": sorted(package.__all__),
+            "dir_lacks": sorted(set(package.__all__) - set(dir(package))),
             "missing": missing,
-        }))
+            "numpy": "numpy" in sys.modules,
+        }}))
         """
     )
+
+
+def test_every_name_in_all_imports_and_is_the_object_of_its_module() -> None:
+    got = _names_of("actormem", "_HOMES")
     assert got["bad"] == [] and got["dir_lacks"] == []
     assert got["star"] == got["all"]
     assert got["missing"] == "module 'actormem' has no attribute 'NoSuchName'"
 
 
 def test_the_lazy_table_the_type_checkers_imports_and_all_agree() -> None:
-    # The TYPE_CHECKING imports are what mypy and editors see; _HOMES is what runs.
-    tree = ast.parse((PACKAGE / "__init__.py").read_text())
-    for_checkers: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
-                for alias in imp.names:
-                    for_checkers[alias.asname or alias.name] = imp.module
-    assert for_checkers == actormem._HOMES
+    assert _type_checking_imports(PACKAGE / "__init__.py") == actormem._HOMES
     assert set(actormem._HOMES) | {"__version__"} == set(actormem.__all__)
 
 
@@ -191,3 +205,57 @@ def test_every_module_imports_first_in_a_process() -> None:
     )
     assert got["failed"] == {}
     assert isinstance(got["count"], int) and got["count"] > 40
+
+
+# What a process that keeps only short-term memory must not load: numpy and
+# pyarrow (the long-term store's vectors and files, ~130 ms of a cold start
+# before actormem.store was lazy) and the databases' drivers.
+STORE_ONLY = ("duckdb", "numpy", "psycopg", "pyarrow")
+
+
+def test_short_term_memory_and_the_cli_help_load_no_numpy_pyarrow_or_database() -> None:
+    got = _run(
+        f"""
+        import contextlib, io, json, sys, tempfile
+        loaded = {{}}
+
+        def heavy():
+            return sorted(m for m in sys.modules if m.split(".")[0] in {STORE_ONLY!r})
+
+        import actormem.store
+        from actormem.store import KINDS, Namespace, NewMemory, MemoryStore, open_store
+        Namespace(user_id="u1")
+        NewMemory(content="Alice prefers green tea")
+        loaded["store"] = heavy()
+        from actormem import MemoryRuntime, Msg, TextBlock
+        folder = tempfile.mkdtemp()
+        rt = MemoryRuntime(sessions=folder)
+        rt.add(Msg(role="user", content=(TextBlock(text="hi"),)))
+        rt.save_session("s1")
+        rt.close()
+        again = MemoryRuntime(sessions=folder)
+        assert again.load_session("s1") and len(again.messages()) == 1
+        again.close()
+        loaded["runtime"] = heavy()
+        from actormem.cli import main
+        sys.argv = ["actormem", "--help"]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            main()
+        loaded["cli"] = heavy()
+        print(json.dumps(loaded))
+        """
+    )
+    assert got == {"store": [], "runtime": [], "cli": []}
+
+
+def test_the_store_packages_lazy_names_import_and_agree_with_the_type_checkers() -> None:
+    # actormem.store's PEP 562 table (_LAZY) against its TYPE_CHECKING imports, and
+    # every name resolves (a lazy one to the object of its module; numpy loaded then).
+    import actormem.store as store
+
+    assert _type_checking_imports(PACKAGE / "store" / "__init__.py") == store._LAZY
+    assert set(store._LAZY) <= set(store.__all__)
+    got = _names_of("actormem.store", "_LAZY")
+    assert got["bad"] == [] and got["dir_lacks"] == [] and got["numpy"] is True
+    assert got["star"] == got["all"]
+    assert got["missing"] == "module 'actormem.store' has no attribute 'NoSuchName'"

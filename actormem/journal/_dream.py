@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import numpy as np
 import structlog
 
 from actormem.events import DreamCompleted, ModelFallback
@@ -48,7 +47,7 @@ from actormem.journal._format import (
     stamp,
 )
 from actormem.messages import Msg
-from actormem.store import KEYED_KIND, MemoryRecord, NewMemory, relevance
+from actormem.store import KEYED_KIND, MemoryRecord, NewMemory
 
 if TYPE_CHECKING:
     from actormem.journal._journal import Journal
@@ -234,6 +233,12 @@ def _rank(
     ]
     if not pool:
         return []
+    # Imported here, not at the top: a runtime that never dreams (short-term
+    # memory only) then never loads numpy (tests/test_lazy_import.py).
+    import numpy as np
+
+    from actormem.store._relevance import relevance
+
     scores = relevance(
         np.array([r.importance for r in pool]),
         np.array([r.access_count for r in pool]),

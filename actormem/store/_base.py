@@ -39,6 +39,7 @@ from actormem.store._base_files import Transfer
 from actormem.store._base_keyed import KeyedWrites
 from actormem.store._base_maintenance import Maintenance, check_args
 from actormem.store._checks import check_importance, check_str_tuple
+from actormem.store._content_hash import content_hash
 from actormem.store._index import tokenize
 from actormem.store._kinds import check_keyed_scope
 from actormem.store._limits import MAX_COUNT, STORE_SETTINGS
@@ -55,7 +56,6 @@ from actormem.store._records import (
     check_new_memory,
     check_text,
     clip_query,
-    content_hash,
     json_text,
     query_text,
 )

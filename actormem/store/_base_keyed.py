@@ -27,9 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from actormem.store._base_hooks import BackendHooks
+from actormem.store._content_hash import content_hash
 from actormem.store._kinds import KEYED_KIND
 from actormem.store._planning import Planner
-from actormem.store._records import Batch, Change, check_namespace, check_new_memory, content_hash
+from actormem.store._records import Batch, Change, check_namespace, check_new_memory
 from actormem.store._types import MemoryRecord, Namespace, NewMemory, WriteResult
 
 __all__ = ["KeyedWrites", "keyed_order", "newest_value"]

@@ -89,6 +89,7 @@ from actormem.store._acklog_start import StartSlot, replay_start
 from actormem.store._at_exit import OPEN_STORES
 from actormem.store._base import StoreBase
 from actormem.store._commits import CommitRecord, check_commits, start_commit_count
+from actormem.store._content_hash import content_hash
 from actormem.store._duckdb_claim import claim_file, locked_message, release_file
 from actormem.store._duckdb_journal import DuckDBJournal
 from actormem.store._duckdb_logged import DuckDBLogged
@@ -107,7 +108,6 @@ from actormem.store._protocol import ProgressCallback
 from actormem.store._ranking import Scored
 from actormem.store._records import (
     check_namespace,
-    content_hash,
 )
 from actormem.store._relevance import RelevanceWeights
 from actormem.store._rerank import QueryRerank

@@ -28,9 +28,9 @@ import structlog
 
 from actormem._special_files import check_regular
 from actormem.store._checks import check_str_tuple
+from actormem.store._content_hash import content_hash
 from actormem.store._limits import MEMORY_FIELDS
 from actormem.store._protocol import ProgressCallback
-from actormem.store._records import content_hash
 from actormem.store._types import InvalidMemoryError, MemoryRecord, Namespace, NewMemory, StoreError
 
 __all__ = [

@@ -10,7 +10,6 @@ one :class:`Batch`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -21,7 +20,6 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actormem._pace import PIECE, pieces
 from actormem.store._checks import check_no_nul
 from actormem.store._index import STOPWORDS
 from actormem.store._types import (
@@ -51,7 +49,6 @@ __all__ = [
     "check_new_memory",
     "check_text",
     "clip_query",
-    "content_hash",
     "exact_str",
     "json_text",
     "jsonb_text",
@@ -75,27 +72,6 @@ NS_COLS: Final = ("user_id", "agent_id", "run_id", "session_id")
 LIVE: Final = "deleted_at IS NULL AND superseded_by IS NULL"
 MAX_LIMIT: Final = 100_000
 _WORD_RE: Final = re.compile(r"\w+")
-
-
-def content_hash(text: str) -> str:
-    """sha256 of the content with case and runs of whitespace normalised.
-
-    That is ``sha256(" ".join(text.split()).casefold())``; a long text is
-    normalised and hashed slice by slice (:func:`actormem._pace.pieces`, cut at
-    spaces, so the words and their case folding are the same), pacing between
-    slices: the whole-text ``split``/``join``/``casefold`` of an offloaded
-    conversation (343k characters) held the GIL for 6-7 ms.
-    """
-    if len(text) <= PIECE:
-        return hashlib.sha256(" ".join(text.split()).casefold().encode("utf-8")).hexdigest()
-    digest = hashlib.sha256()
-    sep = b""
-    for piece in pieces(text):
-        words = piece.split()
-        if words:
-            digest.update(sep + " ".join(words).casefold().encode("utf-8"))
-            sep = b" "
-    return digest.hexdigest()
 
 
 def us(ts: float) -> int:

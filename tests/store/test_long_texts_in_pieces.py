@@ -20,7 +20,7 @@ import pytest
 
 from actormem import _pace
 from actormem.store import Namespace
-from actormem.store._records import content_hash
+from actormem.store._content_hash import content_hash
 from actormem.store._tokenize import prepare, tokenize
 from actormem.store._types import MemoryRecord
 

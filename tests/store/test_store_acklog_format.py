@@ -20,8 +20,8 @@ import pytest
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, MemoryRecord, Namespace
 from actormem.store._acklog import AckLog, encode
+from actormem.store._content_hash import content_hash
 from actormem.store._duckdb_rows import history_sql, insert_sql, write_statements
-from actormem.store._records import content_hash
 from actormem.store._wire import (
     WireError,
     WireMemory,
