@@ -17,13 +17,17 @@ words, names and numbers):
   over a scope holding all N memories (the worst case) and once over one
   tenant of 100 (1% of N).
 * **floor**: numpy exact cosine top-10 over the same pre-normalised vectors,
-  measured just before and just after the store's searches.
+  measured just before and just after the store's searches, of an already
+  embedded query; **floor + embedding**: the same with the query embedded
+  first by the store's embedder (what the store's search does too), so the
+  ratio at small sizes can be read both ways.
 * **cpu share / load**: every latency figure carries the process's CPU time
   over the wall time of its loop and the 1-minute load average (the machine
   is shared: a busy neighbour shows up as latency).
-* **approx recall@10**: where the full scope is large enough for the
-  approximate first pass (``approx_search_min_rows``, 200k by default), the
-  mean share of the exact cosine top-10 that it returns ("exact" below).
+* **approx recall@10 / @50**: where the full scope is large enough for the
+  approximate first pass (``approx_search_min_rows``, 20k by default), the
+  mean share of the exact cosine top-10 (top-50) that it returns ("exact"
+  below).
 * **busy neighbours** (``--busy``): hybrid search over all memories and over
   one tenant, and the numpy floor, first idle and then beside two CPU-bound
   processes (pure-Python loops), in the same run, with the ratio to the floor.
@@ -198,8 +202,10 @@ def _latency(fn: Callable[[str], Any], queries: Sequence[str]) -> dict[str, floa
     }
 
 
-def _approx_recall(store: DuckDBStore, scope: Namespace, qvecs: Sequence[F32]) -> float | None:
-    """Mean share of the exact top-10 (by cosine) that the approximate first pass finds.
+def _approx_recall(
+    store: DuckDBStore, scope: Namespace, qvecs: Sequence[F32], k: int = 10
+) -> float | None:
+    """Mean share of the exact top-``k`` (by cosine) that the approximate first pass finds.
 
     ``None`` when the scope is searched exactly (below the size threshold).
     """
@@ -208,8 +214,8 @@ def _approx_recall(store: DuckDBStore, scope: Namespace, qvecs: Sequence[F32]) -
         return None
     found = []
     for q in qvecs:
-        approx = set(index.nearest(scope, q, 10).tolist())
-        exact = index.nearest(scope, q, 10, exact=True).tolist()
+        approx = set(index.nearest(scope, q, k).tolist())
+        exact = index.nearest(scope, q, k, exact=True).tolist()
         found.append(len(approx.intersection(exact)) / len(exact))
     return round(float(np.mean(found)), 4)
 
@@ -271,9 +277,13 @@ class BusyNeighbours:
 
 
 def _busy_round(
-    store: DuckDBStore, floor: Callable[[str], Any], queries: Sequence[str]
+    store: DuckDBStore,
+    floor: Callable[[str], Any],
+    floor_embed: Callable[[str], Any],
+    queries: Sequence[str],
 ) -> dict[str, Any]:
-    """Hybrid search over everyone and one tenant, and the numpy floor, idle then busy."""
+    """Hybrid search over everyone and one tenant, and the numpy floor (without and
+    with the query's embedding), idle then busy."""
     everyone, tenant = Namespace(agent_id="bench"), Namespace(user_id="u7")
     out: dict[str, Any] = {}
     for label in ("idle", "busy"):
@@ -281,6 +291,7 @@ def _busy_round(
         with busy:
             out[label] = {
                 "floor": _latency(floor, queries),
+                "floor_embed": _latency(floor_embed, queries),
                 "hybrid_all": _latency(
                     functools.partial(_search, store, everyone, "hybrid"), queries
                 ),
@@ -320,6 +331,11 @@ def run_size(
         top = np.argpartition(-scores, 9)[:10]
         return top[np.argsort(-scores[top])]
 
+    def floor_embed(q: str) -> Any:
+        scores = vectors @ lookup.embed([q])[0]
+        top = np.argpartition(-scores, 9)[:10]
+        return top[np.argsort(-scores[top])]
+
     # The floor is measured before and after the store's searches (same
     # minutes, same machine load), right after the ingest like them.
     res["numpy_floor_top10_before"] = _latency(floor, queries)
@@ -331,9 +347,11 @@ def run_size(
         functools.partial(_search, store, tenant, "hybrid"), queries
     )
     res["numpy_floor_top10"] = _latency(floor, queries)
+    res["numpy_floor_embed_top10"] = _latency(floor_embed, queries)
     res["approx_recall_at10"] = _approx_recall(store, everyone, [qvecs[q] for q in queries])
+    res["approx_recall_at50"] = _approx_recall(store, everyone, [qvecs[q] for q in queries], 50)
     if busy:
-        res["busy_neighbours"] = _busy_round(store, floor, queries)
+        res["busy_neighbours"] = _busy_round(store, floor, floor_embed, queries)
     t0 = time.perf_counter()
     store.close()  # writes the index snapshot (from 20k memories)
     res["close_s"] = round(time.perf_counter() - t0, 2)
@@ -461,9 +479,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 r["search_hybrid_tenant"]["p50_ms"],
                 r["numpy_floor_top10_before"]["p50_ms"],
                 r["numpy_floor_top10"]["p50_ms"],
+                r["numpy_floor_embed_top10"]["p50_ms"],
                 r["search_hybrid_all"]["cpu_share"],
                 r["search_hybrid_all"]["load_1m"],
-                "exact" if r["approx_recall_at10"] is None else r["approx_recall_at10"],
+                "exact"
+                if r["approx_recall_at10"] is None
+                else f"{r['approx_recall_at10']} / {r['approx_recall_at50']}",
                 fts.get("p50_ms", float("nan")),
                 fts.get("build_s", float("nan")),
                 f"{r['ingest_excl_embed_per_s']:,}",
@@ -484,9 +505,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "tenant 1% p50",
             "floor p50 before",
             "floor p50 after",
+            "floor+emb p50",
             "hybrid cpu share",
             "load 1m",
-            "approx recall@10",
+            "approx recall@10 / @50",
             "FTS p50",
             "FTS build s",
             "ingest excl emb/s",
@@ -511,6 +533,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     m["floor"]["p50_ms"],
                     m["floor"]["p99_ms"],
                     m["hybrid_all"]["p50_ms"] / m["floor"]["p50_ms"],
+                    m["floor_embed"]["p50_ms"],
+                    m["hybrid_all"]["p50_ms"] / m["floor_embed"]["p50_ms"],
                     m["hybrid_tenant"]["p50_ms"],
                     m["hybrid_tenant"]["p99_ms"],
                     m["hybrid_all"]["cpu_share"],
@@ -527,6 +551,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "floor p50",
                 "floor p99",
                 "p50 / floor",
+                "floor+emb p50",
+                "p50 / floor+emb",
                 "tenant p50",
                 "tenant p99",
                 "cpu share",

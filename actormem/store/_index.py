@@ -38,7 +38,7 @@ import numpy.typing as npt
 from actormem.store._index_keys import KeyRows, rows_of
 from actormem.store._index_rows import APPROX_MIN_ROWS, F32, F64, I64
 from actormem.store._index_scope import ScopeSearch, with_context
-from actormem.store._index_vectors import VectorSearch, top_k
+from actormem.store._index_vectors import Context, VectorSearch, top_k
 from actormem.store._ranking import Scored, rank_candidates
 from actormem.store._relevance import RelevanceWeights, relevance
 from actormem.store._tokenize import STOPWORDS, Prepared, prepare, tokenize
@@ -451,11 +451,14 @@ class MemoryIndex(ScopeSearch, VectorSearch):
                 config.context_next_weight,
                 config.context_prev2_weight,
             )
-            if mode == "hybrid" and sum(weights3) > 0 and (cos is not None or kw is not None):
+            context: Context | None = None
+            if mode == "hybrid" and sum(weights3) > 0 and (use_vec or kw is not None):
                 links = self._episode_links(namespace, rows, cache=filters is None)
                 if links[0].size:
                     if cos is not None:
                         cos = with_context(cos, links, weights3)
+                    elif approx:  # the first pass blends the cosines it computes
+                        context = Context(links, weights3, rows.size)
                     if kw is not None:
                         kw = with_context(kw, links, weights3)
             # Each retriever's best ``pool`` positions, best first; the candidates
@@ -466,7 +469,7 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             if cos is not None:
                 vec_top = top_k(cos, pool)
             elif approx and query is not None:
-                vec_top, _ = self._approx_top(rows, query, pool)
+                vec_top, _ = self._approx_top(rows, query, pool, context)
             if kw is not None:
                 kw_top = top_k(kw, pool)
                 kw_top = kw_top[kw[kw_top] > 0]
@@ -474,14 +477,17 @@ class MemoryIndex(ScopeSearch, VectorSearch):
             if idx.size == 0:
                 return []
             crow = rows[idx]
+            shown_cos = shown_kw = None
             if cos is not None:
                 c_cos = cos[idx].astype(np.float64)
-            elif approx and query is not None:  # exact cosines of the candidates
-                c_cos = (self._vecs[crow] @ query).astype(np.float64)
+            elif approx and query is not None:  # exact scores of the candidates
+                blended, own = self._exact_scores(rows, idx, query, context)
+                c_cos = blended.astype(np.float64)
+                if context is not None:
+                    shown_cos = own.astype(np.float64)
             else:
                 c_cos = np.zeros(idx.size)
             c_kw = kw[idx].astype(np.float64) if kw is not None else np.zeros(idx.size)
-            shown_cos = shown_kw = None
             if cos is not cos_own and cos_own is not None:
                 shown_cos = cos_own[idx].astype(np.float64)
             if kw is not kw_own and kw_own is not None:

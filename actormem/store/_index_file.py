@@ -595,6 +595,14 @@ def _fill(
     vecs = arr("vecs")
     if vecs.shape != (n, index.dim) or room.shape[0] < n:
         raise SnapshotError(f"vectors of shape {vecs.shape}, expected {(n, index.dim)}")
+    proj = arr("proj") if "proj" in parts else None
+    if proj is not None and proj.shape != (index.dim, index._approx_dims):
+        # A file of an earlier release projects to fewer dimensions (32 before
+        # the first pass was widened): rebuilt, never mixed with this index's.
+        raise SnapshotError(
+            f"a projection of shape {proj.shape}, this index projects "
+            f"{index.dim} to {index._approx_dims} dims"
+        )
     offsets = arr("record_offsets")
     if offsets.shape != (n + 1,) or (n and int(offsets[-1]) != parts["records"].nbytes):
         raise SnapshotError("record offsets do not match the records")
@@ -615,11 +623,11 @@ def _fill(
             if name != "ns":  # with its spare rows (none in older snapshots)
                 a = arr(name, room=True)[: room.shape[0]]
             setattr(index, f"_{name}", a)
-        if "proj" in parts:
-            index._proj = arr("proj")
+        if proj is not None:
+            index._proj = proj
             index._pvecs = arr("pvecs", room=True)
-            if index._pvecs.shape[0] != room.shape[0]:
-                raise SnapshotError("projected vectors of another capacity than the vectors")
+            if index._pvecs.shape != (room.shape[0], index._approx_dims):
+                raise SnapshotError("projected vectors of another shape than the vectors")
         index._n = n
         index._live = n
         index._total_len = header.total_len

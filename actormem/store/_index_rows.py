@@ -29,7 +29,7 @@ from actormem.store._tokenize import tokenize
 from actormem.store._types import MemoryRecord
 
 __all__ = [
-    "APPROX_DIMS",
+    "APPROX_DIM_SHARE",
     "APPROX_MIN_ROWS",
     "APPROX_RERANK",
     "F32",
@@ -79,11 +79,12 @@ _ROW_ARRAY_NAMES: Final = (
     "_doclen",
 )
 #: Scopes of at least this many rows are searched approximately (see MemoryIndex).
-APPROX_MIN_ROWS: Final = 200_000
-#: Size of the projected vectors of the approximate first pass.
-APPROX_DIMS: Final = 32
+APPROX_MIN_ROWS: Final = 20_000
+#: The projected vectors of the approximate first pass have a quarter of the
+#: vectors' dimensions (64 of WordLlama's 256: a quarter of the bytes read).
+APPROX_DIM_SHARE: Final = 4
 #: Rows of the first pass re-scored with the full vectors.
-APPROX_RERANK: Final = 1000
+APPROX_RERANK: Final = 2000
 
 
 _DECODE_RECORD: Final = msgspec.msgpack.Decoder(MemoryRecord).decode
@@ -173,7 +174,7 @@ class IndexRows:
         *,
         capacity: int = 1024,
         approx_min_rows: int | None = APPROX_MIN_ROWS,
-        approx_dims: int = APPROX_DIMS,
+        approx_dims: int | None = None,
         approx_rerank: int = APPROX_RERANK,
     ) -> None:
         """Create an empty index for ``dim``-sized vectors.
@@ -184,11 +185,13 @@ class IndexRows:
             approx_min_rows: Scope size from which vector search takes the
                 approximate first pass; ``None`` keeps every search exact.
             approx_dims: Size of the projected vectors (used when smaller than
-                ``dim``).
+                ``dim``); by default ``dim // APPROX_DIM_SHARE``.
             approx_rerank: Rows of the first pass re-scored exactly.
         """
         self.dim = dim
         self._lock = threading.RLock()
+        if approx_dims is None:
+            approx_dims = max(1, dim // APPROX_DIM_SHARE)
         self._approx_min = approx_min_rows if approx_dims < dim else None
         self._approx_dims = approx_dims
         self._approx_rerank = max(approx_rerank, 1)

@@ -1,18 +1,35 @@
 """Vector search over the index's matrix: exact cosines and the approximate first pass.
 
-Approximate vector search: once the index holds ``approx_min_rows`` rows it
-learns an orthogonal projection onto the ``approx_dims`` principal axes of
-a sample of its vectors (the eigenvectors of their second-moment matrix)
-and keeps, beside the full vectors, a contiguous matrix of every row's
-projected vector, renormalised.  A search over a scope of at least
-``approx_min_rows`` rows ranks the scope by the projected cosine (an
-eighth of the memory traffic of the exact product), re-scores the best
-``approx_rerank`` of them with the full vectors and takes its vector
-candidates from those; every cosine it reports is exact.  Smaller scopes
-are searched exactly.  The projection is kept in step with every append
-and survives compaction; a rebuild (on open, after a re-embedding)
-learns it anew.  Measured on the store benchmark's 1M corpus (WordLlama):
-recall@10 against exact search 0.98 (see ``benchmarks/bench_store.py``).
+Approximate vector search: once the index holds ``approx_min_rows`` rows
+(20k by default) it learns an orthogonal projection onto the principal axes
+of a sample of its vectors (the eigenvectors of their second-moment
+matrix; a quarter of the dimensions by default, 64 of WordLlama's 256) and
+keeps, beside the full vectors, a contiguous matrix of every row's
+projected vector, renormalised (+25% of the vectors' memory).  A search
+over a scope of at least ``approx_min_rows`` rows ranks the scope by the
+projected cosine (a quarter of the memory traffic of the exact product,
+which at 100k rows is memory-bound: 100 MB a query), re-scores the best
+``approx_rerank`` (2,000) with the full vectors and takes its vector
+candidates from those; every cosine it reports is exact, and a hybrid
+search over episodes ranks and reports the exact context blend
+(:class:`Context`).  Smaller scopes are searched exactly.  The projection
+is kept in step with every append and survives compaction; a rebuild (on
+open, after a re-embedding) learns it anew.
+
+Why a projection and not an int8 or float16 copy: numpy has no BLAS
+product for either (measured here: an int8 100k x 256 matrix-vector
+product 2.5x, a float16 one 9-45x the float32 BLAS product it would
+replace), while the projected float32 matrix is an ordinary BLAS product
+of a quarter of the bytes.
+
+Recall (the share of the exact top-k the first pass returns;
+``benchmarks/bench_approx.py`` over ``bench_store``'s corpus and over
+WordLlama vectors of LoCoMo text, 200-400 queries, session 11): bench corpus
+recall@10 / @50 1.0 / 1.0 at 20k, 50k and 100k; LoCoMo text 0.9995 / 0.999
+at 20k, 0.999 / 0.996 at 50k, 0.996 / 0.992 at 100k (32 dims and 1,000
+re-scored, the earlier setting, gave 0.937 / 0.923 there).  It depends on
+the embedder: vectors that spread evenly over all their dimensions (a
+hash embedder) keep little in a quarter of them; text embedders do not.
 """
 
 from __future__ import annotations
@@ -24,9 +41,10 @@ import numpy as np
 import structlog
 
 from actormem.store._blas import SINGLE_THREAD_MAX_ROWS, unsplit_matmul
-from actormem.store._index_rows import F32, I64, IndexRows
+from actormem.store._index_rows import F32, I64, IndexRows, Links
+from actormem.store._index_scope import with_context
 
-__all__ = ["VectorSearch", "top_k"]
+__all__ = ["Context", "VectorSearch", "top_k"]
 
 log = structlog.get_logger(__name__)
 
@@ -117,11 +135,20 @@ class VectorSearch(IndexRows):
             out: F32 = mul(self._vecs[rows], qt)
             return out
 
-    def _approx_top(self, rows: I64, query: F32, k: int) -> tuple[I64, F32]:
-        """Positions in ``rows`` of the (approximately) ``k`` nearest, best first.
+    def _approx_top(
+        self, rows: I64, query: F32, k: int, context: Context | None = None
+    ) -> tuple[I64, F32]:
+        """Positions in ``rows`` of the (approximately) ``k`` best, best first, and their
+        exact scores.
 
         Ranks by the projected cosine, re-scores the best ``approx_rerank``
-        with the full vectors; returns the positions and their exact cosines.
+        with the full vectors.  With ``context`` (a hybrid search over
+        episodes, see :func:`~actormem.store._index_scope.with_context`) the
+        score is the context blend: the first pass ranks the blend of the
+        projected cosines, the re-scored rows' blend takes their exact cosines
+        and their neighbours' projected ones, and the best ``2 k`` of that are
+        blended from exact cosines only (:meth:`_exact_scores`), so every
+        score returned is what the exact search computes.
         """
         assert self._proj is not None and self._pvecs is not None
         qp = query @ self._proj
@@ -131,11 +158,82 @@ class VectorSearch(IndexRows):
             coarse = _mul(self._n)(self._pvecs[: self._n], qp)[rows]
         else:
             coarse = _mul(rows.size)(self._pvecs[rows], qp)
-        first = top_k(coarse, max(self._approx_rerank, k))
-        exact: F32 = self._vecs[rows[first]] @ query
-        order = top_k(exact, k)
-        out: I64 = first[order]
-        return out, exact[order]
+        if context is None:
+            first = _best_set(coarse, max(self._approx_rerank, k))
+            exact: F32 = self._vecs[rows[first]] @ query
+            order = top_k(exact, k)
+            out: I64 = first[order]
+            return out, exact[order]
+        first = _best_set(context.blend(coarse), max(self._approx_rerank, k))
+        mixed = coarse.copy()  # exact cosines where known, projected ones elsewhere
+        mixed[first] = self._vecs[rows[first]] @ query
+        short = first[top_k(context.blend_at(mixed, first), min(first.size, 2 * k))]
+        blended, _ = self._exact_scores(rows, short, query, context)
+        order = top_k(blended, k)
+        best: I64 = short[order]
+        return best, blended[order]
+
+    def _exact_scores(
+        self, rows: I64, pos: I64, query: F32, context: Context | None
+    ) -> tuple[F32, F32]:
+        """``(score, cosine)`` at positions ``pos`` of ``rows`` from the full vectors:
+        the cosine, and the score the search ranks by (the context blend of the
+        cosines of ``pos`` and their neighbours, or the cosine itself)."""
+        own: F32 = self._vecs[rows[pos]] @ query
+        if context is None:
+            return own, own
+        nbs = context.neighbours(pos)
+        scores = np.zeros(rows.size, dtype=np.float32)  # only pos and nbs are read
+        scores[pos] = own
+        linked = np.concatenate([nb[nb >= 0] for nb in nbs])
+        if linked.size:
+            scores[linked] = self._vecs[rows[linked]] @ query
+        return context.blend_at(scores, pos), own
+
+
+class Context:
+    """The context blend of a hybrid search over episodes, at any positions.
+
+    :func:`~actormem.store._index_scope.with_context` blends a whole array;
+    the approximate first pass needs the blend at a few positions, from
+    scores known only there and at their neighbours.  ``prev`` / ``nxt``:
+    each position's linked episode before / after it (-1: none); the blend
+    is computed in the same float32 operations and order, so it equals
+    ``with_context``'s value at those positions.
+    """
+
+    __slots__ = ("links", "nxt", "prev", "weights")
+
+    def __init__(self, links: Links, weights: tuple[float, float, float], size: int) -> None:
+        self.links = links
+        self.weights = weights
+        before, after = links[0], links[1]
+        self.prev = np.full(size, -1, dtype=np.int64)
+        self.prev[after] = before
+        self.nxt = np.full(size, -1, dtype=np.int64)
+        self.nxt[before] = after
+
+    def blend(self, scores: F32) -> F32:
+        """The blend of every position (``with_context``)."""
+        return with_context(scores, self.links, self.weights)
+
+    def neighbours(self, pos: I64) -> tuple[I64, I64, I64]:
+        """Each position's previous, next and second previous episode (-1: none)."""
+        p1 = self.prev[pos]
+        p2 = np.where(p1 >= 0, self.prev[np.maximum(p1, 0)], -1)
+        return p1, self.nxt[pos], p2
+
+    def blend_at(self, scores: F32, pos: I64) -> F32:
+        """The blend at ``pos`` of ``scores`` (read at ``pos`` and its neighbours)."""
+        out = scores[pos].copy()
+        den = np.ones(pos.size, dtype=np.float32)
+        for w, nb in zip(self.weights, self.neighbours(pos), strict=True):
+            if w:
+                has = nb >= 0
+                out[has] += np.float32(w) * scores[nb[has]]
+                den[has] += np.float32(w)
+        out /= den
+        return out
 
 
 def _mul(rows: int) -> Callable[[F32, F32], F32]:
@@ -165,6 +263,17 @@ def _runs(rows: I64, ascending: bool = False) -> list[tuple[int, int]] | None:
     starts = [0, *(int(b) + 1 for b in breaks)]
     ends = [*(int(b) + 1 for b in breaks), int(rows.size)]
     return [(int(rows[a]), int(rows[b - 1]) + 1) for a, b in zip(starts, ends, strict=True)]
+
+
+def _best_set(scores: F32, k: int) -> I64:
+    """Positions of the ``k`` largest scores, ascending (not ranked: the first pass's
+    candidates are ranked by their exact scores; ascending rows gather faster)."""
+    if scores.size <= k:
+        every: I64 = np.arange(scores.size, dtype=np.int64)
+        return every
+    part: I64 = np.argpartition(scores, scores.size - k)[scores.size - k :]
+    part.sort()
+    return part
 
 
 def top_k(scores: F32, k: int) -> I64:

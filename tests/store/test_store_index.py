@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -200,15 +201,80 @@ def test_approximate_index_stays_in_step_after_remove_and_compact() -> None:
     assert not {r.id for r in index.records(index.scope_rows(NS))} & set(gone)
 
 
+def _spread(n: int, seed: int, dim: int = 256) -> npt.NDArray[np.float32]:
+    """Unit vectors spanning all ``dim`` dimensions with a decaying spectrum: a projection
+    onto a quarter of them keeps most, not all, of each vector."""
+    rng = np.random.default_rng(seed)
+    mixing = np.random.default_rng(0).standard_normal((dim, dim))
+    scale = np.arange(1, dim + 1) ** -0.5
+    vecs = (rng.standard_normal((n, dim)) * scale) @ mixing
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs.astype(np.float32)
+
+
+def _recall(index: MemoryIndex, queries: npt.NDArray[np.float32], k: int) -> float:
+    found = 0
+    for q in queries:
+        approx = index.nearest(NS, q, k).tolist()
+        found += len(set(approx) & set(index.nearest(NS, q, k, exact=True).tolist()))
+    return found / (k * len(queries))
+
+
+def test_default_first_pass_holds_recall_through_appends_deletes_and_compaction() -> None:
+    """The defaults (from 20k rows, a quarter of the dimensions, 2,000 rows re-scored):
+    recall@10 and @50 against exact search, and a stale or missing projected row (an
+    append, a delete, a compaction) would lose the planted and keep the deleted."""
+    index = MemoryIndex(256)
+    n = 24_000
+    vecs = _spread(n, seed=1)
+    index.add(_records(n, NS, seed=2), vecs)
+    assert index.approximate and index._pvecs is not None and index._pvecs.shape[1] == 64
+    queries = _spread(60, seed=3)
+    assert _recall(index, queries, 10) >= 0.99
+    assert _recall(index, queries, 50) >= 0.98
+    gone = [f"m{i}" for i in range(0, n, 3)]
+    index.remove(gone[: len(gone) // 2], purge=True)
+    index.remove(gone[len(gone) // 2 :])
+    index.compact()
+    planted = _spread(500, seed=4)
+    index.add(_records(500, NS, seed=5, start=100_000), planted)
+    for i in (0, 123, 499):  # an appended row is projected: it is its own nearest
+        assert index.records(index.nearest(NS, planted[i], 1))[0].id == f"m{100_000 + i}"
+    assert _recall(index, queries, 10) >= 0.99
+    found = {r.id for q in queries for r in index.records(index.nearest(NS, q, 50))}
+    assert not found & set(gone)
+    # a deleted row is never a candidate, even for its own vector
+    dead = vecs[3]  # m3 was deleted
+    assert "m3" not in {r.id for r in index.records(index.nearest(NS, dead, 10))}
+
+
 def _texts(n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 10)))) for _ in range(n)]
 
 
+class LowRankEmbedder:
+    """HashEmbedder's 12-d vectors mixed into 64 dims: texts that share words are near,
+    and the vectors span 12 dimensions, as real embeddings span few of theirs (a
+    64-d hash embedding is isotropic: a 16-d projection keeps little of it)."""
+
+    name = "low-rank-12-64"
+    dim = 64
+
+    def __init__(self) -> None:
+        self._hash = HashEmbedder(12)
+        self._mix = np.random.default_rng(5).standard_normal((12, 64)).astype(np.float32)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32] = self._hash.embed(texts) @ self._mix
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
 def _store(path: Path, approx: int | None) -> DuckDBStore:
     return DuckDBStore(
         path,
-        embedder=HashEmbedder(64),
+        embedder=LowRankEmbedder(),
         touch_flush_interval=None,
         near_duplicate_threshold=None,
         approx_search_min_rows=approx,
@@ -233,6 +299,36 @@ def test_store_search_is_the_same_with_and_without_the_approximate_pass(tmp_path
                 a = approx.search(query, NS, 10, mode=mode, config=config, touch=False)
                 e = exact.search(query, NS, 10, mode=mode, config=config, touch=False)
                 assert [h.memory.id for h in a] == [h.memory.id for h in e]
+                assert [h.cosine for h in a] == pytest.approx([h.cosine for h in e], abs=1e-6)
+
+
+def test_hybrid_search_over_episodes_is_the_same_with_and_without_the_first_pass(
+    tmp_path: Path,
+) -> None:
+    """Episodes blend their neighbours' scores (``context_prev_weight`` ...): the first
+    pass ranks the blend, the hits carry exact blended scores and their own cosines."""
+    texts = _texts(3000, seed=23)
+    sessions = [Namespace(user_id="u1", session_id=f"s{i % 3}") for i in range(3)]
+    with (
+        _store(tmp_path / "a.duckdb", 1000) as approx,
+        _store(tmp_path / "e.duckdb", None) as exact,
+    ):
+        for store in (approx, exact):
+            for part in range(3):
+                items = [
+                    NewMemory(content=t, kind="episode", id=f"e{part}-{i}")
+                    for i, t in enumerate(texts[part * 1000 : (part + 1) * 1000])
+                ]
+                store.add_many(sessions[part], items, dedup=False)
+        assert approx._index.approximate and not exact._index.approximate
+        config = SearchConfig(context_prev2_weight=0.5)
+        only = SearchFilters(kinds=("episode",))  # a filtered scope: links not cached
+        for query in _texts(25, seed=24):
+            for filters in (None, only):
+                a = approx.search(query, NS, 10, filters, config=config, touch=False)
+                e = exact.search(query, NS, 10, filters, config=config, touch=False)
+                assert [h.memory.id for h in a] == [h.memory.id for h in e]
+                assert [h.score for h in a] == pytest.approx([h.score for h in e], abs=1e-6)
                 assert [h.cosine for h in a] == pytest.approx([h.cosine for h in e], abs=1e-6)
 
 

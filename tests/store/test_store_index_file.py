@@ -8,6 +8,7 @@ warning that names the reason.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import zlib
@@ -21,8 +22,10 @@ import structlog
 
 from actormem.models.embedders import HashEmbedder
 from actormem.store import DuckDBStore, MemoryRecord, Namespace, NewMemory, SearchFilters
+from actormem.store import _duckdb_open as open_mod
 from actormem.store import _index_file as index_file
 from actormem.store import _tokenize as tokenize_mod
+from actormem.store._index import MemoryIndex
 from actormem.store._index_keys import KeyRows
 
 ALICE = Namespace(user_id="alice", agent_id="bot")
@@ -294,6 +297,34 @@ def test_other_approximate_setting_rebuilds(tmp_path: Path) -> None:
         warned = _events(logs, "store.index_snapshot_rebuilt")
         assert warned and "approx min rows" in warned[0]["reason"]
         assert not store._index.approximate
+
+
+def test_a_snapshot_with_the_narrower_projection_of_an_earlier_release_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until session 11 the first pass projected to 32 dimensions (of 64 here); the file
+    format did not change, so such a file is read -- and its projection refused: the
+    store rebuilds and projects to a quarter of the dimensions, never mixes the two."""
+    path = tmp_path / "m.duckdb"
+    same = {"approx_search_min_rows": 100, "embedder": HashEmbedder(64)}
+    with monkeypatch.context() as m:
+        m.setattr(open_mod, "MemoryIndex", functools.partial(MemoryIndex, approx_dims=32))
+        with _open(path, **same) as store:
+            _fill(store)
+            assert store._index._proj is not None and store._index._proj.shape == (64, 32)
+    mapped = index_file.map_sections(str(path) + ".index", index_file._MAGIC, index_file._Header)
+    assert {s.name: s.shape for s in mapped.sections}["proj"] == (64, 32)
+    del mapped
+    with structlog.testing.capture_logs() as logs, _open(path, **same) as store:
+        warned = _events(logs, "store.index_snapshot_rebuilt")
+        assert not _loaded(store)
+        assert warned and "projection of shape (64, 32)" in warned[0]["reason"]
+        assert store._index._proj is not None and store._index._proj.shape == (64, 16)
+        answers = _answers(store)
+    assert answers == _rebuilt_answers(path, tmp_path, **same)
+    with _open(path, **same) as store:  # the snapshot written on close is loaded
+        assert _loaded(store) and store._index._proj is not None
+        assert _answers(store) == answers
 
 
 def test_small_stores_write_no_snapshot_and_drop_a_stale_one(tmp_path: Path) -> None:
