@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from actormem.runtime import MemoryRuntime
-from actormem.session import SessionError, SessionInfo
+from actormem.session import SessionError, SessionInfo, SessionStorageError
 
 if TYPE_CHECKING:
     from actormem.cluster._handle import RemoteRuntime
@@ -155,11 +155,18 @@ class RemoteSessions:
         """
         runtime_as, others = self._split(components)
         if runtime_as is None:
-            if not self.exists(session_id):
-                if allow_missing:
+            # one read decides (whose the session is is checked in the actor on the
+            # document read); "exists" only tells a missing session from a damaged one
+            # (checked first, a session deleted before the read raised "not found"
+            # even with allow_missing)
+            try:
+                stored = self.read(session_id)
+            except SessionStorageError:
+                raise
+            except SessionError:
+                if allow_missing and not self.exists(session_id):
                     return False
-                raise SessionError(f"session {session_id!r} not found")
-            stored = self.read(session_id)
+                raise
         else:
             h = self._handle
             found, stored = h._session_op(

@@ -25,6 +25,7 @@ from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
 from actormem.runtime import MemoryRuntime
 from actormem.session import PostgresSession, SessionError, SessionStorageError
+from actormem.state import StateModule
 from actormem.store import Namespace
 from tests._postgres import pg_url
 
@@ -535,3 +536,68 @@ def test_a_save_that_conflicts_never_saves_over_a_take_over_landing_in_between(
         assert first._closed == fired
 
     _at_every_read(monkeypatch, "x", lambda: newest.append(host(ALICE, "x")), setup, flush, check)
+
+
+class _Direct:
+    """A handle's round trips without Ray: each actor call straight to the host."""
+
+    def __init__(self, host: MemoryHost) -> None:
+        self.session_id = host._spec.session_id
+        self._actor = self
+        self._host = host
+
+    def __getattr__(self, method: str) -> Any:
+        call = getattr(self._host, method)
+
+        class Remote:
+            @staticmethod
+            def remote(*args: Any) -> Any:
+                return call(*args)
+
+        return Remote
+
+    def _attempt(self, send: Any, name: str) -> Any:
+        return send()
+
+
+class _Note(StateModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = ""
+        self.register_state("text")
+
+
+def test_a_handles_load_of_components_only_decides_on_one_read(
+    host: Any, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``RemoteSessions.load`` of components without the runtime reads the session
+    once: deleted after any of its reads, the load answers what that read saw (the
+    session, or absent with ``allow_missing``), never "not found" for a session it
+    was told exists; another namespace's session is absent to it."""
+    from actormem.cluster._remote_state import RemoteSessions
+
+    alice = host()
+    sessions = RemoteSessions(_Direct(alice))  # type: ignore[arg-type]
+
+    def setup(nth: int) -> MemoryHost:
+        _clear(url, "x")
+        alice.session_load("x", "runtime", False, True)  # seen absent: her save is the first
+        alice.session_put("x", {"note": {"text": "kept"}}, None)
+        return alice
+
+    def load(_: Any) -> Any:
+        note = _Note()
+        return sessions.load("x", {"note": note}, strict=True, allow_missing=True), note.text
+
+    def check(_: Any, answer: Any, fired: bool) -> None:
+        assert answer in ((True, "kept"), (False, "")), answer
+
+    _at_every_read(monkeypatch, "x", lambda: _clear(url, "x"), setup, load, check)
+    bob = host(BOB, "bob-1")
+    add(bob, "bob's secret")
+    bob.session_put("y", {"note": {"text": "bob's note"}}, None)
+    note = _Note()
+    assert sessions.load("y", {"note": note}, strict=True, allow_missing=True) is False
+    with pytest.raises(SessionError, match="not found"):
+        sessions.load("y", {"note": note}, strict=True, allow_missing=False)
+    assert note.text == ""
