@@ -565,13 +565,23 @@ class MemoryHost(SessionCalls):
         _exit_if_actor()
         return True  # in an actor, not reached: exit_actor raises
 
-    def _mark_released(self) -> None:
-        """Record in the session that this incarnation ended with everything saved
+    def _save_released(self) -> str:
+        """Save the session recording that this incarnation ended with everything saved
         (an idle release or a stop: both run between calls), so a handle with changes
-        on it lost nothing and the next incarnation accepts it."""
-        self._released = [*self._released, self.incarnation][-_KEEP_RELEASED:]
-        if OWNER in self._extras:  # an agent with a session (the record goes with it)
-            self._extras[OWNER] = {**self._extras[OWNER], "released": self._released}
+        on it lost nothing and the next incarnation accepts it.
+
+        Recorded here only once that save returned: a failed one (the database
+        failing over) leaves the incarnation running and *not* released, so no
+        later save persists a record that would make a restarted agent accept
+        the changes its handles go on making on it.
+        """
+        released = [*self._released, self.incarnation][-_KEEP_RELEASED:]
+        extras = dict(self._extras)
+        if OWNER in extras:  # an agent with a session (the record goes with it)
+            extras[OWNER] = {**extras[OWNER], "released": released}
+        where = self._put_own({**extras, RUNTIME: self._rt.state_dict()}).path
+        self._released, self._extras = released, extras
+        return where
 
     def _close(self, timeout: float | None = 120) -> None:
         self._closed = True
@@ -588,8 +598,7 @@ class MemoryHost(SessionCalls):
         self._check_expect(None, name)
         try:
             self._rt.flush(timeout)
-            self._mark_released()
-            return self._save()
+            return self._save_released()
         except Exception:
             self._refused_by_store(name)  # the store's fence refused the flush: superseded
             raise
