@@ -8,8 +8,11 @@ its own so it never holds up the agent's calls).  An event is kept until
 every connected subscriber has asked past it: **nothing is dropped while a
 subscriber is connected**, and the order is the order the runtime published
 them.  A subscriber that has not polled for ``DISCONNECT_AFTER`` seconds is
-disconnected; one that falls ``LIMIT`` events behind loses the oldest and is
-told (:class:`EventsLostError`) instead of silently skipping them.
+disconnected (a slow one polls again within a third of that while it works
+through what it got: only one whose process stopped asking, or one
+``on_next`` that takes that long, is); one that falls ``LIMIT`` events
+behind loses the oldest and is told (:class:`EventsLostError`) instead of
+silently skipping them.
 
 **How a stream ends**, as a local runtime's stream ends at ``close()``:
 
@@ -279,9 +282,10 @@ class EventPump:
                 )
                 items = h._get(ref)
             except lost as exc:
-                if self._stop.is_set() or h._closed:  # stopped: do not bring it back
-                    self._observer.on_completed()
+                if self._stop.is_set():  # disposed: the subscriber asked for nothing more
                     return
+                # (a stop completes the stream through the buffer's end, before the actor
+                # ends; a handle closed or stopped meanwhile does not make a loss an end)
                 # What it published after the last poll ended with it: say so, never skip.
                 log.warning("cluster.events_agent_lost", session_id=h.session_id)
                 self._observer.on_error(
@@ -297,7 +301,10 @@ class EventPump:
                 if not self._stop.is_set():  # disposed: the subscriber asked for nothing more
                     self._observer.on_error(exc)
                 return
+            polled = time.monotonic()
             for seq, event in items:
+                if time.monotonic() - polled > DISCONNECT_AFTER / 3:
+                    break  # a slow subscriber: poll again (it stays connected); the rest follows
                 self._after = seq
                 if self._stop.is_set():
                     return

@@ -36,7 +36,6 @@ answer) looks it up again (:func:`~actormem.cluster._connect._reach`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import threading
 import time
@@ -50,7 +49,7 @@ import structlog
 from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
-from actormem.cluster import _connect
+from actormem.cluster import _connect, _stop
 from actormem.cluster._calls import ASYNC_TWINS, CALLS, HOST_CALLS, NOT_FORWARDED, Call
 from actormem.cluster._capacity import wait_started
 from actormem.cluster._connect import (
@@ -72,7 +71,7 @@ from actormem.cluster._spec import (
     check_backends,
     make_spec,
 )
-from actormem.cluster._wire import pack, unpack
+from actormem.cluster._wire import pack, unpack, unsendable
 from actormem.events import Event
 from actormem.runtime import RUNTIME, MemoryRuntime
 
@@ -433,12 +432,23 @@ class RemoteRuntime:
         self._closed = True
 
     def stop(self, timeout: float | None = 120) -> None:
-        """Flush, save and end the agent's actor for good (the next connect restores it)."""
-        ray = _ray()
-        # The actor exits as it answers: its death is the stop.
-        with contextlib.suppress(ray.exceptions.RayActorError):
-            self._get(self._actor.stop.remote(timeout))
-        self._closed = True
+        """Flush, save and end the agent's actor for good (the next connect restores it).
+
+        Returns once an incarnation of the agent answered that it saved
+        everything (its own state, every handle's changes on it) and ended,
+        and no restarted one of the same actor is left: when the node dies
+        around the stop, Ray's restart of the agent elsewhere is stopped too
+        (one still waiting for a node with room, which never ran, is removed).
+
+        Raises:
+            AgentRestartedError: the agent's actor was lost (its node died)
+                with this handle's unacknowledged changes before a stop could
+                save them: they are lost.  The agent is stopped all the same,
+                from its last acknowledged state.
+            ClusterError: no incarnation of the agent answered the stop within
+                ``failover_timeout`` (it may still be restarting).
+        """
+        _stop.stop(self, timeout)
 
     def __enter__(self) -> RemoteRuntime:
         return self
@@ -480,7 +490,11 @@ class RemoteRuntime:
         retry: bool,
     ) -> Any:
         """Send one runtime call, pickled in one argument (``_wire``); its answer is packed too."""
-        return self._actor.call_packed.remote(pack((name, args, kwargs, expect, retry)))
+        try:
+            payload = pack((name, args, kwargs, expect, retry))
+        except Exception as exc:  # refused before it is sent, naming the argument
+            raise unsendable(name, args, kwargs, exc) from None
+        return self._actor.call_packed.remote(payload)
 
     def _check_open(self, name: str) -> None:
         if self._closed:

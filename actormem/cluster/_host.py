@@ -102,6 +102,7 @@ from actormem.messages import Msg
 from actormem.runtime import RUNTIME, MemoryRuntime
 from actormem.session import (
     SessionConflictError,
+    SessionError,
     SessionInfo,
 )
 from actormem.store import StoreFencedError
@@ -143,6 +144,8 @@ class MemoryHost(SessionCalls):
         #: the newer epoch that took the session over from this incarnation (it then ends)
         self._superseded: int | None = None
         self._closed = False
+        #: stop() saved everything and answered: the actor ends at the next call (``exit``)
+        self._stopped = False
         self._watch_stop = threading.Event()
         #: the last release was refused because a subscriber was connected
         self._held = False
@@ -269,6 +272,7 @@ class MemoryHost(SessionCalls):
                 runs with other settings (``differing_settings``: the message
                 names each one).
         """
+        self._end_if_stopped()
         mine = self._spec
         if spec.identity() != mine.identity():
             raise ClusterConfigError(
@@ -335,7 +339,13 @@ class MemoryHost(SessionCalls):
 
     def _check_expect(self, expect: str | None, name: str) -> None:
         """Refuse a caller with changes on another incarnation (or any caller, once
-        superseded: a session save or a store write of this incarnation was refused)."""
+        superseded: a session save or a store write of this incarnation was refused).
+
+        A call that arrives after :meth:`stop` answered (before the stopping
+        handle's ``exit``) ends the actor at once: its caller meets an ended
+        actor, as one queued behind the stop did when the stop ended it.
+        """
+        self._end_if_stopped()
         if self._superseded is None:
             self._refused_by_store(name)  # e.g. a recorder batch refused between calls
         if self._superseded is not None:
@@ -495,6 +505,7 @@ class MemoryHost(SessionCalls):
 
     def where(self) -> dict[str, Any]:
         """The node, process and its resident memory hosting the agent (placement, costs)."""
+        self._end_if_stopped()
         import os
 
         import psutil  # a dependency of Ray
@@ -526,6 +537,7 @@ class MemoryHost(SessionCalls):
 
     def released(self) -> tuple[str, list[str]]:
         """This incarnation, and those that ended by an idle release (oldest first)."""
+        self._end_if_stopped()
         return self.incarnation, list(self._released)
 
     def _watch_idle(self, seconds: float) -> None:
@@ -552,6 +564,8 @@ class MemoryHost(SessionCalls):
 
         Runs between calls like any call, so no call is cut short; one queued
         after it never runs and its handle sends it to the re-created actor.
+        A release whose save fails (the database failing over) leaves the agent
+        running, not recorded released, and the watcher asks again.
         """
         seconds = self._spec.idle_release
         if seconds is None or time.monotonic() - self._last_call < seconds or self._closed:
@@ -559,7 +573,14 @@ class MemoryHost(SessionCalls):
         if self._buffer.connected():  # a subscriber is listening: the agent stays
             self._held = True  # the watcher asks again: released once nobody listens
             return False
-        self._save_all("release")
+        try:
+            self._save_all("release")
+        except SessionError as exc:  # not saved: it stays, and is asked again
+            self._held = True
+            log.warning(
+                "cluster.idle_release_not_saved", session_id=self._spec.session_id, error=str(exc)
+            )
+            return False
         log.info("cluster.agent_released", session_id=self._spec.session_id, idle_s=seconds)
         self._close()
         _exit_if_actor()
@@ -588,14 +609,14 @@ class MemoryHost(SessionCalls):
         self._watch_stop.set()
         self._rt.close(timeout)
 
-    def _save_all(self, name: str, timeout: float | None = 120) -> str:
+    def _save_all(self, name: str, timeout: float | None = 120, expect: str | None = None) -> str:
         """Flush and save the session, recording this incarnation as released.
 
         A superseded incarnation (a newer one took the agent over: its session
         save or one of its store writes was refused) saves nothing and ends
         with :class:`AgentRestartedError`, as any call of it does.
         """
-        self._check_expect(None, name)
+        self._check_expect(expect, name)
         try:
             self._rt.flush(timeout)
             return self._save_released()
@@ -603,23 +624,46 @@ class MemoryHost(SessionCalls):
             self._refused_by_store(name)  # the store's fence refused the flush: superseded
             raise
 
-    def shutdown(self, timeout: float | None = 120) -> str:
-        """Flush, save the session and close the runtime; answer where it was saved."""
-        where = self._save_all("shutdown", timeout)
+    def shutdown(self, timeout: float | None = 120, expect: str | None = None) -> str:
+        """Flush, save the session and close the runtime; answer where it was saved.
+
+        Refused like any call when ``expect`` names another incarnation (its
+        caller's unacknowledged changes are not here to save).
+        """
+        where = self._save_all("shutdown", timeout, expect)
         self._close(timeout)
         return where
 
-    def stop(self, timeout: float | None = 120) -> str:
-        """:meth:`shutdown`, then end the actor for good (Ray does not restart it).
+    def stop(self, timeout: float | None = 120, expect: str | None = None) -> str:
+        """:meth:`shutdown`, then answer: the stopping handle's ``exit`` ends the actor.
+
+        The answer is the stop's acknowledgement -- everything saved, this
+        incarnation recorded released -- which the actor's death cannot give
+        (a node dying looks the same to the caller), so the actor ends at
+        the next call instead: :meth:`exit`, or any other call that comes
+        first (its caller meets an ended actor and reaches the agent again).
 
         The connected subscribers' streams complete first: the buffer ends
         after the runtime's last event, and the stop waits up to ``DRAIN``
         seconds for each subscriber to take what is left (polls run in their
         own concurrency group, beside this call).
         """
-        where = self.shutdown(timeout)
+        where = self.shutdown(timeout, expect)
         self._buffer.end()
         if not self._buffer.drained(DRAIN):
             log.warning("cluster.subscribers_not_drained", session_id=self._spec.session_id)
+        self._stopped = True
+        return where
+
+    def exit(self) -> bool:
+        """End the actor for good (Ray does not restart it) if this incarnation was
+        stopped; False when it was not (a restarted one: the handle stops it first)."""
+        if not self._stopped:
+            return False
         _exit_if_actor()
-        return where  # in an actor, not reached: exit_actor raises
+        return True  # in an actor, not reached: exit_actor raises
+
+    def _end_if_stopped(self) -> None:
+        if self._stopped:
+            _exit_if_actor()
+            raise ClusterError(f"the agent {self._spec.session_id!r} was stopped")  # not an actor

@@ -117,6 +117,8 @@ class SessionCalls:
 
         def _check_expect(self, expect: str | None, name: str) -> None: ...
 
+        def _end_if_stopped(self) -> None: ...
+
         def _save(self) -> str: ...
 
         def _put_own(self, states: dict[str, Any]) -> SessionInfo: ...
@@ -422,6 +424,7 @@ class SessionCalls:
         never revealed; ``list`` names only this namespace's sessions.
         (A save over such a session is refused: :meth:`_put_other`.)
         """
+        self._end_if_stopped()
         if name not in ("location", "exists", "read", "list", "delete"):
             raise AttributeError(f"{name!r} is not a session storage call")
         storage = self._rt.session

@@ -504,6 +504,14 @@ def main(pg: str, out: str, tmp: str) -> None:
     if not started.wait(120):
         raise TimeoutError("the gated read did not start in the actor within 120 s")
 
+    # -- an agent whose stop() comes after its node died, with a change it was to save --
+    pete_ns = Namespace(user_id="pete")
+    pete = agent("pete-s1", pete_ns, pg, actor_options=on_node(worker.node_id))
+    res["pete_on_worker"] = pete.where()["node_id"] == worker.node_id
+    pete.add(Msg.user("flushed"))
+    pete.flush()
+    pete.add(Msg.user("given to stop() to save"))
+
     # -- kill the node hosting alice (mid-conversation) and carol (mid-read) -----------
     alice.add(Msg.user("My sister lives in Lisbon."))
     alice.flush()  # acknowledged: must survive
@@ -552,6 +560,11 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["alice_stream_errors"] = alice_stream
     res["gina_bot_save_after_kill"] = error_of(gina_bot.save_session)
     res["gina_bot_save_again"] = error_of(gina_bot.save_session)  # told once, carries on
+    res["pete_stop_after_kill"] = error_of(pete.stop)  # the old code returned: m2 gone
+    res["pete_left_running"] = named("pete-s1", pete_ns)  # the old code: restarted, alive
+    pete_again = agent("pete-s1", pete_ns, pg)
+    res["pete_restored"] = texts(pete_again)
+    pete_again.stop()
     res["gina_after_kill"] = error_of(lambda: gina.retrieve("Blitz", 3))
     res["gina_texts"] = texts(gina)
     res["gina_blitz"] = [h.memory.content for h in gina.retrieve("Blitz", 3)]

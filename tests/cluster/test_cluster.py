@@ -178,6 +178,16 @@ def test_killing_the_node_loses_nothing_acknowledged_and_says_what_was_lost(
     assert run["continued"] == [*acknowledged, "After the failover."]
 
 
+def test_a_stop_after_the_node_died_says_what_was_lost_and_ends_the_agent(
+    run: dict[str, Any],
+) -> None:
+    assert run["pete_on_worker"]
+    stop = run["pete_stop_after_kill"]
+    assert stop["type"] == "AgentRestartedError" and "lost before stop()" in stop["message"]
+    assert not run["pete_left_running"]  # Ray's restart of it was stopped too
+    assert run["pete_restored"] == ["flushed"]
+
+
 def test_with_write_through_every_returned_call_survives_the_node(run: dict[str, Any]) -> None:
     assert run["carol_on_worker"]
     assert run["carol_after_kill"]["type"] == "none"
