@@ -508,7 +508,7 @@ class Journal(DailyJournal, StateModule):
         # before it is synced here: that sync was a second one the end waited for.
         waiting = getattr(self._store, "_sync_log", None)  # DuckDB's store log
         if waiting is not None and self._views.may_wait():
-            waiting(NOW_SYNC_WAIT)
+            waiting(NOW_SYNC_WAIT, self._views.may_wait)
         else:
             self.sync_store()
         path = self.path(NOW_FILE)

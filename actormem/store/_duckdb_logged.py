@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -80,6 +81,8 @@ APPLY_DELAY: Final = 1.0
 #: Pending records at which the applier starts at once instead (single adds at
 #: 2,400/s reach it in about the old 0.2 s), well below :data:`APPLY_MAX`.
 APPLY_SOON: Final = 512
+#: Seconds between two checks of ``_sync_log``'s ``still``.
+_STILL_EVERY: Final = 0.005
 #: Pending records beyond which a write applies them itself (memory and replay bound).
 APPLY_MAX: Final = 2048
 #: Batches with more inserts are committed directly (a group commit of 32
@@ -489,16 +492,19 @@ class DuckDBLogged:
         """
         self._sync_log(0.0)
 
-    def _sync_log(self, wait: float) -> None:
+    def _sync_log(self, wait: float, still: Callable[[], bool] | None = None) -> None:
         """:meth:`sync_log`, after waiting up to ``wait`` seconds for another write
-        to make a pending start durable.
+        to make a pending start durable (and while ``still()`` says the caller may).
 
         The turn's end carries the start (one record, one sync for both); the
         journal's NOW.md writer waits so.  Promoting the start itself took a
         sync that the turn's end then waited for, in about one turn of ten
         of an instant model.  A start still pending after ``wait`` is synced
         here; a newer start pending by then is left alone (the file to show
-        is the older one).
+        is the older one).  ``still`` is asked every 5 ms: the NOW.md writer
+        stops waiting once a flush waits for it -- the turn's own thread may
+        be that flush (a NOW update past its version limit), and the turn's
+        end it waits for would never come.
 
         Raises:
             StoreError: A background sync failed.
@@ -508,7 +514,12 @@ class DuckDBLogged:
         with self._logged_lock:  # not while close() closes the log
             start = self._pending_start()
             if start is not None and wait > 0:
-                self._start_done.wait_for(lambda: self._pending_start() is not start, wait)
+                end = time.monotonic() + wait
+                while self._pending_start() is start and (still is None or still()):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._start_done.wait(min(left, _STILL_EVERY))
                 if self._pending_start() is not start:  # durable (a newer one may be pending)
                     start = None
             if start is not None:

@@ -227,6 +227,31 @@ def test_sync_log_wait_lets_the_turns_end_carry_the_start(tmp_path: Path) -> Non
         assert store.journal_state(NS) == {"now": "b"}
 
 
+def test_sync_log_stops_waiting_once_its_caller_may_not(tmp_path: Path) -> None:
+    """A flush waiting for NOW.md (the turn's own thread, perhaps) ends the writer's wait."""
+    path = tmp_path / "s.duckdb"
+    store = _open(path)
+    try:
+        store._stop.set()  # no applier step
+        store.journal_write(NS, [("SYSTEM", "first", {}, T0)], {"now": "idle"})
+        store.journal_state(NS)
+        cond = store._start_done = _NotingWait(store._logged_lock)
+        store.journal_write(NS, [("USER_FEEDBACK", "start", {}, T0 + 1)], {"now": "a"}, sync=False)
+        flushing = threading.Event()
+        waiter = threading.Thread(
+            target=store._sync_log, args=(3600, lambda: not flushing.is_set())
+        )
+        waiter.start()
+        assert cond.waiting.wait(60)
+        flushing.set()  # no end comes: the start is synced as a record of its own
+        waiter.join(60)
+        assert not waiter.is_alive()
+        assert not store.log_unsynced
+        assert store._acklog is not None and len(store._acklog.read()[1]) == 1
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("damage", ["torn", "garbled", "other database", "missing"])
 def test_a_damaged_or_foreign_slot_is_ignored(tmp_path: Path, damage: str) -> None:
     """What a power cut can leave of the unsynced slot: the start is lost, nothing else."""
