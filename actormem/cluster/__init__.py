@@ -27,7 +27,9 @@ again to the restarted actor when it is safe to repeat (reads, ``add``
 deduplicated by message id, saves, flushes); otherwise it raises
 :class:`AgentRestartedError` and is never sent twice, as does the first
 call of a handle whose unacknowledged changes were lost (a ``ReActAgent``'s
-saves through :class:`RemoteSessions` included).  Each incarnation takes
+saves through :class:`RemoteSessions` included; a changing call that was
+cancelled or interrupted before its answer counts as unacknowledged, as it
+may have run: ``_acks``).  Each incarnation takes
 the session over with a higher epoch, so an older one cut off from the
 cluster cannot save over it; sessions carry their owner's namespace, and
 no agent reads or writes another namespace's, nor a local runtime's session

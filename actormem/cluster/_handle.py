@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -50,6 +49,7 @@ from reactivex import abc as rx_abc
 from reactivex.disposable import Disposable
 
 from actormem.cluster import _connect, _stop
+from actormem.cluster._acks import Acknowledgements
 from actormem.cluster._calls import ASYNC_TWINS, CALLS, HOST_CALLS, NOT_FORWARDED, Call
 from actormem.cluster._capacity import wait_started
 from actormem.cluster._connect import (
@@ -94,7 +94,7 @@ class RemoteJournal:
         return "RemoteJournal()"
 
 
-class RemoteRuntime:
+class RemoteRuntime(Acknowledgements):
     """A :class:`~actormem.runtime.MemoryRuntime` hosted in a Ray actor, reached by name.
 
     Make one with :meth:`connect`; every caller that connects with the same
@@ -110,15 +110,7 @@ class RemoteRuntime:
         self._info = info
         self._connect_args = connect
         self._incarnation: str | None = info["incarnation"]
-        #: short-term changes not yet saved (acknowledged by save_session or flush)
-        self._unsaved = False
-        #: turns handed to the recorder and not yet committed (acknowledged by flush only)
-        self._unflushed = False
-        #: changing calls (changes/records) sent so far, and those not yet answered: a
-        #: flush or save acknowledges only when none ran beside it (``_quiet_since``)
-        self._marks = threading.Lock()
-        self._sent_changes = 0
-        self._open_changes = 0
+        self._init_acks()
         self._closed = False
         self._sessions = RemoteSessions(self)
 
@@ -330,10 +322,6 @@ class RemoteRuntime:
         """Whether this handle has no unacknowledged changes (see :meth:`flush`)."""
         return not self._dirty
 
-    @property
-    def _dirty(self) -> bool:
-        return self._unsaved or self._unflushed
-
     # -- event streams ----------------------------------------------------------------
 
     @property
@@ -500,68 +488,6 @@ class RemoteRuntime:
         if self._closed:
             raise RuntimeError(f"this RemoteRuntime handle is closed ({name}() refused)")
 
-    def _expect(self) -> str | None:
-        return self._incarnation if self._dirty else None
-
-    def _change_mark(self) -> tuple[int, int]:
-        """``(changing calls sent, changing calls in flight)``, taken before a call is sent."""
-        with self._marks:
-            return self._sent_changes, self._open_changes
-
-    def _sending(self, call: Call) -> bool:
-        """Count a changing call as sent (and in flight); whether it is one."""
-        if not (call.changes or call.records):
-            return False
-        with self._marks:
-            self._sent_changes += 1
-            self._open_changes += 1
-        return True
-
-    def _done(self) -> None:
-        with self._marks:
-            self._open_changes -= 1
-
-    def _quiet_since(self, mark: tuple[int, int]) -> bool:
-        """Whether no changing call of this handle was in flight when ``mark`` was taken
-        nor was sent since: then a flush or save answered after it covers every change.
-
-        Another thread's ``add`` may run in the actor after a flush that was sent
-        before its answer came back; that flush must not acknowledge it.  When
-        one may have, the handle stays unacknowledged (a later flush settles it).
-        """
-        with self._marks:
-            return mark[1] == 0 and self._sent_changes == mark[0]
-
-    def _answered(
-        self,
-        name: str,
-        call: Call,
-        incarnation: str,
-        args: tuple[Any, ...],
-        mark: tuple[int, int],
-    ) -> None:
-        self._incarnation = incarnation
-        if name == "flush":
-            if self._quiet_since(mark):
-                self._unsaved = self._unflushed = False
-        elif name == "save_session" and args[0] in (None, self.session_id):
-            self._saved(mark)
-        elif not self._spec.write_through:
-            self._unsaved = self._unsaved or call.changes
-            self._unflushed = self._unflushed or call.records
-
-    def _saved(self, mark: tuple[int, int]) -> None:
-        """The agent's own session was saved: the short-term changes before it are
-        acknowledged (unless a changing call ran beside the save); turns still being
-        recorded are not, until ``flush()`` commits them."""
-        if self._quiet_since(mark):
-            self._unsaved = False
-
-    def _restarted(self) -> None:
-        """The agent restarted: this handle's unacknowledged changes are gone (it was told)."""
-        self._unsaved = self._unflushed = False
-        self._incarnation = None
-
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         self._check_open(name)
         call = CALLS[name]
@@ -574,6 +500,10 @@ class RemoteRuntime:
             raise
         except _lost_errors() as exc:
             inc, result = self._after_loss(name, call, args, kwargs, exc)
+        except BaseException as exc:
+            if changing:
+                self._in_doubt(call, exc)
+            raise
         finally:
             if changing:
                 self._done()
@@ -598,6 +528,10 @@ class RemoteRuntime:
             raise
         except _lost_errors() as exc:
             inc, result = await asyncio.to_thread(self._after_loss, name, call, args, kwargs, exc)
+        except BaseException as exc:
+            if changing:
+                self._in_doubt(call, exc)
+            raise
         finally:
             if changing:
                 self._done()

@@ -9,6 +9,7 @@ PostgreSQL (the suite's).  Found by a hostile test of the second round.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import AgentSpec, check_actor_options, make_spec
 from actormem.cluster._wire import unpack
 from actormem.events import RecordingFailed
-from actormem.messages import Msg
+from actormem.messages import MessageError, Msg
 from actormem.models.embedders import HashEmbedder
 from actormem.recorder import RecorderConfig
 from actormem.store import Namespace, PostgresStore
@@ -331,3 +332,99 @@ def test_a_stale_incarnations_stop_saves_nothing_and_says_it_was_superseded(
     again = MemoryHost(spec(url))  # the current incarnation's session is untouched
     hosts.append(again)
     assert [m.text for m in again.call("messages", (), {}, None, False)[1]] == ACKED
+
+
+class _NeverAnswers:
+    """A stand-in whose calls run in ``host`` as they are sent and whose answers never
+    reach the caller (awaited: a future left pending; ``ran`` is set once it ran)."""
+
+    def __init__(self, host: MemoryHost, ran: asyncio.Event) -> None:
+        self.host, self.ran = host, ran
+
+    def __getattr__(self, method: str) -> Any:
+        stand_in = self
+
+        class _Method:
+            @staticmethod
+            def remote(*args: Any) -> asyncio.Future[bytes]:
+                getattr(stand_in.host, method)(*args)
+                stand_in.ran.set()
+                return asyncio.get_running_loop().create_future()
+
+        return _Method()
+
+
+CANCELLED = [
+    ("aadd", (Msg.user("cancelled, but the actor added it"),)),
+    ("arecord", ([Msg.user("cancelled turn about the locker code")],)),
+]
+
+
+@pytest.mark.parametrize(("method", "args"), CANCELLED, ids=["aadd", "arecord"])
+def test_a_cancelled_call_the_actor_ran_is_not_acknowledged(
+    url: str,
+    hosts: list[MemoryHost],
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    args: tuple[Any, ...],
+) -> None:
+    sp, h, actor = _handle(url, hosts, monkeypatch, lambda host: _StandIn(host, {}))
+    h.add(Msg.user("flushed"))
+    h.flush()
+    assert h.acknowledged
+
+    async def cancel_once_it_ran() -> None:
+        ran = asyncio.Event()
+        h._actor = _NeverAnswers(actor.host, ran)
+        task = asyncio.ensure_future(getattr(h, method)(*args))
+        await ran.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_once_it_ran())
+    h._actor = actor
+    assert not h.acknowledged
+    h.save_session()  # saves the added message; a recorded turn waits for flush()
+    assert h.acknowledged is (method == "aadd")
+    if method == "aadd":
+        return
+    again = MemoryHost(sp)  # the node dies: the restarted agent says so, once
+    hosts.append(again)
+    h._actor = _StandIn(again, {})
+    with pytest.raises(AgentRestartedError):
+        h.messages()
+    assert h.acknowledged
+
+
+def test_an_interrupted_add_the_actor_ran_is_reported_after_a_failover(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sp, h, _ = _handle(url, hosts, monkeypatch, lambda host: _StandIn(host, {}))
+    h.add(Msg.user("flushed"))
+    h.flush()
+
+    def interrupted(self: RemoteRuntime, ref: _Answer) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C while waiting for the answer: the add ran
+
+    monkeypatch.setattr(RemoteRuntime, "_get", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        h.add(Msg.user("interrupted, but the actor added it"))
+    monkeypatch.setattr(RemoteRuntime, "_get", _get)
+    assert not h.acknowledged
+    again = MemoryHost(sp)  # the node dies before anything saved the add
+    hosts.append(again)
+    h._actor = _StandIn(again, {})
+    with pytest.raises(AgentRestartedError):
+        h.messages()
+    assert [m.text for m in h.messages()] == ["flushed"]
+
+
+def test_a_refused_add_leaves_the_handle_acknowledged(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, h, _ = _handle(url, hosts, monkeypatch, lambda host: _StandIn(host, {}))
+    h.flush()
+    with pytest.raises(MessageError, match="takes a Msg"):
+        h.add("not a message")
+    assert h.acknowledged  # the runtime refused it: nothing changed
