@@ -114,6 +114,21 @@ class RemoteRuntime(Acknowledgements):
         self._closed = False
         self._sessions = RemoteSessions(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A copy for another Ray task, actor or Serve replica (a task's argument,
+        ``ray.put``): a new handle on the same agent, through the same Ray actor.
+
+        The copy has sent nothing: what this handle has not had acknowledged
+        stays this handle's to report (its own ``flush()`` acknowledges it).
+        """
+        if self._closed:
+            raise ClusterError(
+                "a closed RemoteRuntime handle cannot be sent to another process: "
+                "send one that is open, or call RemoteRuntime.connect there"
+            )
+        info = dict(self._info, incarnation=self._incarnation)
+        return (RemoteRuntime, (self._actor, self._spec, info, self._connect_args))
+
     # -- making one ----------------------------------------------------------------
 
     @classmethod

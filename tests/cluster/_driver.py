@@ -434,6 +434,24 @@ def main(pg: str, out: str, tmp: str) -> None:
     res["stopped_process_exited"] = exited(bot_pid)
 
     mark("react agent")
+
+    # -- a handle sent to a Ray task and through the object store -------------------------
+    tina = agent("tina-s1", Namespace(user_id="tina"), pg)
+    tina.add(Msg.user("from the driver"))
+
+    @ray.remote
+    def in_a_task(handle: RemoteRuntime) -> dict[str, Any]:
+        handle.add(Msg.user("from a task"))
+        acknowledged_after_add = handle.acknowledged
+        handle.flush()
+        return {"texts": texts(handle), "dirty_after_add": not acknowledged_after_add}
+
+    res["task"] = ray.get(in_a_task.remote(tina), timeout=120)
+    res["task_driver_sees"] = texts(tina)
+    res["task_driver_acknowledged"] = tina.acknowledged  # the task's flush is not its own
+    res["task_via_put"] = texts(ray.get(ray.put(tina), timeout=60))
+    tina.stop()
+    mark("handle in a task")
     if second.wait(timeout=180) != 0:
         raise RuntimeError(f"the second driver failed ({second.returncode})")
     with open(second_out) as f:

@@ -165,6 +165,16 @@ def test_a_react_agent_runs_with_the_remote_memory_unchanged(run: dict[str, Any]
     assert run["bot_status"] == "idle"
 
 
+def test_a_handle_travels_to_a_ray_task_and_reaches_the_same_agent(run: dict[str, Any]) -> None:
+    both = ["from the driver", "from a task"]
+    assert run["task"] == {"texts": both, "dirty_after_add": True}
+    assert run["task_driver_sees"] == both
+    assert run["task_via_put"] == both
+    # the task's flush saved the driver's add too, but each handle tells only what its
+    # own calls acknowledged: the driver's handle waits for its own flush
+    assert run["task_driver_acknowledged"] is False
+
+
 def test_killing_the_node_loses_nothing_acknowledged_and_says_what_was_lost(
     run: dict[str, Any],
 ) -> None:

@@ -10,13 +10,14 @@ PostgreSQL (the suite's).  Found by a hostile test of the second round.
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from actormem.cluster import AgentRestartedError, ClusterConfigError
+from actormem.cluster import AgentRestartedError, ClusterConfigError, ClusterError
 from actormem.cluster._handle import RemoteRuntime
 from actormem.cluster._host import MemoryHost
 from actormem.cluster._spec import AgentSpec, check_actor_options, make_spec
@@ -428,3 +429,12 @@ def test_a_refused_add_leaves_the_handle_acknowledged(
     with pytest.raises(MessageError, match="takes a Msg"):
         h.add("not a message")
     assert h.acknowledged  # the runtime refused it: nothing changed
+
+
+def test_a_closed_handle_is_not_sent_to_another_process(
+    url: str, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, h, _ = _handle(url, hosts, monkeypatch, lambda host: _StandIn(host, {}))
+    h._closed = True  # close() without an actor to wait for
+    with pytest.raises(ClusterError, match="closed RemoteRuntime handle"):
+        pickle.dumps(h)
