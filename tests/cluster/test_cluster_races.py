@@ -209,9 +209,25 @@ def _stop_in_the_actor(fake_ray: _Ray) -> Callable[[], Any]:
     return fake_ray.running.host.stop
 
 
+class _EndsWhenItsStopReturns(_Actor):
+    """Answers polls until ``stop()`` returned, as a Ray actor serves its other
+    concurrency group until ``exit_actor`` -- not from the runtime's close on."""
+
+    def __init__(self, host: MemoryHost, exited: threading.Event) -> None:
+        super().__init__(host)
+        self.exited = exited
+
+    def ended(self) -> bool:
+        return self.exited.is_set()
+
+
 def test_a_stop_completes_a_connected_stream_after_its_last_event(url: str, fake_ray: _Ray) -> None:
     h = connect(url)
     other = connect(url)  # another handle, subscribed
+    assert fake_ray.running is not None
+    host = fake_ray.running.host
+    exited = threading.Event()
+    fake_ray.running = _EndsWhenItsStopReturns(host, exited)  # what the subscription reaches
     sub = _Subscriber()
     stopping = threading.Event()
     slow = sub.events.append
@@ -224,7 +240,12 @@ def test_a_stop_completes_a_connected_stream_after_its_last_event(url: str, fake
         on_next=on_next, on_error=sub.errors.append, on_completed=sub.completed.set
     )
     h.add_many([Msg.user(f"m{i}") for i in range(50)])
-    stop = threading.Thread(target=_stop_in_the_actor(fake_ray))  # h.stop(), in the actor
+
+    def stop_in_the_actor() -> None:  # h.stop(), in the actor: the process exits as it returns
+        host.stop()
+        exited.set()
+
+    stop = threading.Thread(target=stop_in_the_actor)
     stop.start()
     stopping.set()
     stop.join(60)
