@@ -396,7 +396,9 @@ class MemoryHost(SessionCalls):
         if name in HOST_CALLS:
             return self.incarnation, self._fleeting(name, args)
         if retry and name in ("add", "add_many"):
-            args = (self._not_yet_added(args[0]),)
+            # sent again after a loss: what the restored state already holds is not added twice
+            (msgs,) = (*args, *kwargs.values())  # add(msg) / add_many(msgs): one argument
+            args, kwargs = (self._not_yet_added(msgs),), {}
             if not args[0]:
                 return self.incarnation, None
         result = getattr(rt, name)(*args, **kwargs)

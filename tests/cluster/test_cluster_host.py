@@ -90,6 +90,16 @@ def test_a_resent_add_is_not_added_twice(url: str, hosts: list[MemoryHost]) -> N
     assert texts(h) == ["once", "also once"]
 
 
+def test_a_resent_add_with_keyword_arguments_is_added(url: str, hosts: list[MemoryHost]) -> None:
+    h = MemoryHost(spec(url))
+    hosts.append(h)
+    m, n = Msg.user("by keyword"), Msg.user("a batch by keyword")
+    h.call("add", (), {"msg": m}, None, True)  # handle.add(msg=m), sent again after a loss
+    h.call("add", (), {"msg": m}, None, True)
+    h.call("add_many", (), {"msgs": [m, n]}, None, True)
+    assert texts(h) == ["by keyword", "a batch by keyword"]
+
+
 def test_write_through_acknowledges_every_returned_call(url: str, hosts: list[MemoryHost]) -> None:
     h = MemoryHost(spec(url, write_through=True))
     hosts.append(h)
