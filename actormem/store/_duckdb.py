@@ -256,7 +256,10 @@ class DuckDBStore(
             clock,
             check_duckdb_args,
         )
-        self._approx_min = approx_search_min_rows
+        # an embedder whose vectors spread evenly over every dimension by construction
+        # (hashed features) loses neighbours in any projection: its searches stay exact
+        isotropic = getattr(embedder, "isotropic", False) is True
+        self._approx_min = None if isotropic else approx_search_min_rows
         self._snapshot_min = index_snapshot_min_rows
         self._closed = False
         self._write_lock = threading.RLock()

@@ -30,6 +30,7 @@ from actormem.store._types import MemoryRecord
 
 __all__ = [
     "APPROX_DIM_SHARE",
+    "APPROX_MIN_RECALL",
     "APPROX_MIN_ROWS",
     "APPROX_RERANK",
     "F32",
@@ -85,6 +86,10 @@ APPROX_MIN_ROWS: Final = 20_000
 APPROX_DIM_SHARE: Final = 4
 #: Rows of the first pass re-scored with the full vectors.
 APPROX_RERANK: Final = 2000
+#: A learnt projection is used only when, measured on the index's own vectors,
+#: the first pass finds at least this share of the exact top 10 (else every
+#: search stays exact: an embedder whose vectors spread over all dimensions).
+APPROX_MIN_RECALL: Final = 0.98
 
 
 _DECODE_RECORD: Final = msgspec.msgpack.Decoder(MemoryRecord).decode

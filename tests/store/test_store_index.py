@@ -541,3 +541,53 @@ def test_an_updated_kind_is_what_kind_filters_see(tmp_path: Path) -> None:
         facts = store.search("cat sofa", ns, filters=SearchFilters(kinds=("fact",)))
         assert [h.memory.id for h in episodes] == [mid]
         assert facts == []
+
+
+def _isotropic(n: int, dim: int, seed: int) -> npt.NDArray[np.float32]:
+    """Unit vectors spread evenly over every dimension (as a hash embedder's)."""
+    vecs = np.random.default_rng(seed).standard_normal((n, dim))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs.astype(np.float32)
+
+
+def test_a_projection_that_would_lose_neighbours_is_not_used() -> None:
+    """Vectors a quarter of the dimensions cannot hold: the check on the index's own
+    vectors finds the first pass short of APPROX_MIN_RECALL, so every search stays
+    exact -- found by the hash embedder, whose stores lost 5-10% of recall@10."""
+    index = MemoryIndex(64, approx_min_rows=3000)
+    vecs = _isotropic(6000, 64, seed=1)
+    index.add(_records(6000, NS, seed=2), vecs)
+    assert not index.approximate
+    more = _isotropic(100, 64, seed=3)
+    index.add(_records(100, NS, seed=4, start=6000), more)  # not learnt again on each write
+    assert not index.approximate
+    for q in _isotropic(20, 64, seed=5):
+        assert index.nearest(NS, q, 10).tolist() == index.nearest(NS, q, 10, exact=True).tolist()
+
+
+def test_a_projection_that_keeps_the_neighbours_is_used() -> None:
+    index = MemoryIndex(64, approx_min_rows=3000)
+    index.add(_records(6000, NS, seed=2), _clustered(6000, 64, seed=1))
+    assert index.approximate
+
+
+@pytest.mark.parametrize("dim", [64, 256])
+def test_a_hash_embedder_store_stays_exact_past_the_threshold(tmp_path: Path, dim: int) -> None:
+    """Hashed features are isotropic by construction: with 256 dimensions the check on
+    stored vectors passes (0.998 at 100k LoCoMo memories) while LoCoMo questions
+    find 0.95 of their exact top 10, so the embedder says so and no pass is learnt."""
+    texts = _texts(3000, seed=21)
+    with DuckDBStore(
+        tmp_path / "h.duckdb",
+        embedder=HashEmbedder(dim),
+        touch_flush_interval=None,
+        near_duplicate_threshold=None,
+        approx_search_min_rows=2000,
+    ) as store:
+        store.add_many(NS, [NewMemory(content=t, id=f"id{i}") for i, t in enumerate(texts)])
+        assert not store._index.approximate
+        config = SearchConfig(relevance_weight=0.0)
+        for query in _texts(10, seed=22):
+            vector = store.search(query, NS, 10, mode="vector", config=config, touch=False)
+            exact = store._index.nearest(NS, store._embedder.embed([query])[0], 10, exact=True)
+            assert {h.memory.id for h in vector} == {r.id for r in store._index.records(exact)}
