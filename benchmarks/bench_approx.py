@@ -84,6 +84,11 @@ def _index(vectors: F32) -> MemoryIndex:
         for i in range(len(vectors))
     ]
     index.add(records, vectors)
+    if not index.approximate:  # the projection's check refused it: "approx" would be exact
+        raise SystemExit(
+            f"the index kept its {len(vectors)} vectors exact (the first pass's projection "
+            "check refused them): nothing approximate to measure"
+        )
     return index
 
 

@@ -21,6 +21,7 @@ from actormem.store import (
 from actormem.store._records import MAX_QUERY_CHARS, clip_query
 from actormem.store._rerank import MAX_QUERY_TERMS, Reranker, query_periods, speaker_of
 from actormem.store._types import MemoryRecord
+from tests.store._low_rank import LowRankEmbedder
 
 #: The backends the second-stage tests run on (it is shared by both).
 BACKENDS = ["duckdb", "postgres"]
@@ -338,7 +339,7 @@ def test_speaker_follows_a_metadata_update(hash_store: Callable[[], Any]) -> Non
 def test_the_second_stage_also_runs_on_the_approximate_path(tmp_path: Path) -> None:
     with DuckDBStore(
         tmp_path / "a.duckdb",
-        embedder=HashEmbedder(64),
+        embedder=LowRankEmbedder(),
         touch_flush_interval=None,
         near_duplicate_threshold=None,
         approx_search_min_rows=32,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -15,6 +14,7 @@ from actormem.store import DuckDBStore, Namespace, NewMemory, SearchConfig, Sear
 from actormem.store._index import MemoryIndex, prepare, tokenize
 from actormem.store._index_vectors import top_k
 from actormem.store._types import MemoryRecord
+from tests.store._low_rank import LowRankEmbedder
 
 NS = Namespace(user_id="u1")
 OTHER = Namespace(user_id="u2")
@@ -251,24 +251,6 @@ def test_default_first_pass_holds_recall_through_appends_deletes_and_compaction(
 def _texts(n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 10)))) for _ in range(n)]
-
-
-class LowRankEmbedder:
-    """HashEmbedder's 12-d vectors mixed into 64 dims: texts that share words are near,
-    and the vectors span 12 dimensions, as real embeddings span few of theirs (a
-    64-d hash embedding is isotropic: a 16-d projection keeps little of it)."""
-
-    name = "low-rank-12-64"
-    dim = 64
-
-    def __init__(self) -> None:
-        self._hash = HashEmbedder(12)
-        self._mix = np.random.default_rng(5).standard_normal((12, 64)).astype(np.float32)
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        out: npt.NDArray[np.float32] = self._hash.embed(texts) @ self._mix
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return (out / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 def _store(path: Path, approx: int | None) -> DuckDBStore:

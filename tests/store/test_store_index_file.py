@@ -27,6 +27,7 @@ from actormem.store import _index_file as index_file
 from actormem.store import _tokenize as tokenize_mod
 from actormem.store._index import MemoryIndex
 from actormem.store._index_keys import KeyRows
+from tests.store._low_rank import LowRankEmbedder
 
 ALICE = Namespace(user_id="alice", agent_id="bot")
 BOB = Namespace(user_id="bob", agent_id="bot")
@@ -282,17 +283,17 @@ def test_another_embedder_rebuilds_and_names_it(tmp_path: Path) -> None:
 
 def test_other_approximate_setting_rebuilds(tmp_path: Path) -> None:
     path = tmp_path / "m.duckdb"
-    with _open(path, approx_search_min_rows=100, embedder=HashEmbedder(64)) as store:
+    with _open(path, approx_search_min_rows=100, embedder=LowRankEmbedder()) as store:
         _fill(store)
         assert store._index.approximate
-    with _open(path, approx_search_min_rows=100, embedder=HashEmbedder(64)) as store:
+    with _open(path, approx_search_min_rows=100, embedder=LowRankEmbedder()) as store:
         assert _loaded(store) and store._index.approximate  # the projection was loaded
         loaded = _answers(store)
-    same = {"approx_search_min_rows": 100, "embedder": HashEmbedder(64)}
+    same = {"approx_search_min_rows": 100, "embedder": LowRankEmbedder()}
     assert loaded == _rebuilt_answers(path, tmp_path, **same)
     with (
         structlog.testing.capture_logs() as logs,
-        _open(path, approx_search_min_rows=None, embedder=HashEmbedder(64)) as store,
+        _open(path, approx_search_min_rows=None, embedder=LowRankEmbedder()) as store,
     ):
         warned = _events(logs, "store.index_snapshot_rebuilt")
         assert warned and "approx min rows" in warned[0]["reason"]
@@ -306,7 +307,7 @@ def test_a_snapshot_with_the_narrower_projection_of_an_earlier_release_is_rebuil
     format did not change, so such a file is read -- and its projection refused: the
     store rebuilds and projects to a quarter of the dimensions, never mixes the two."""
     path = tmp_path / "m.duckdb"
-    same = {"approx_search_min_rows": 100, "embedder": HashEmbedder(64)}
+    same = {"approx_search_min_rows": 100, "embedder": LowRankEmbedder()}
     with monkeypatch.context() as m:
         m.setattr(open_mod, "MemoryIndex", functools.partial(MemoryIndex, approx_dims=32))
         with _open(path, **same) as store:
