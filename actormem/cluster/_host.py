@@ -88,7 +88,7 @@ import structlog
 
 from actormem.cluster._calls import CALLS, HOST_CALLS
 from actormem.cluster._events import DRAIN, EventBuffer
-from actormem.cluster._host_sessions import OWNER, SessionCalls, epoch_of
+from actormem.cluster._host_sessions import OWNER, SessionCalls, _decoded, epoch_of
 from actormem.cluster._spec import (
     AgentRestartedError,
     AgentSpec,
@@ -477,8 +477,12 @@ class MemoryHost(SessionCalls):
         newer: list[int] = []
 
         def check(raw: Mapping[str, msgspec.Raw]) -> None:
-            owner = msgspec.json.decode(raw[OWNER]) if OWNER in raw else None
-            if isinstance(owner, dict) and owner.get("namespace") == self._mine():
+            # another namespace's agent saved the id after this agent's session was
+            # deleted (or a local runtime not known to be this namespace's did): saving
+            # over it would overwrite their acknowledged state -- the save is refused
+            # (ClusterConfigError, not naming the owner) and nothing is recorded
+            owner = self._owner_of(sid, _decoded(raw, RUNTIME))
+            if owner is not None:
                 newer.append(epoch_of(owner))
 
         self._storage().load(sid, {}, strict=False, check=check)

@@ -62,6 +62,8 @@ _OWN_ACTOR_OPTIONS: Final = {
     "runs between calls)",
     "concurrency_groups": "the actor's event polls have their own group; its calls run one "
     "at a time",
+    "max_pending_calls": "a handle's event polls are pending calls too: a bound on them "
+    "makes its calls fail with Ray's PendingCallsLimitExceeded",
 }
 
 

@@ -112,14 +112,27 @@ def _stop_once(
     a node with room, or booting) answered no call: with nothing of this handle to
     save, it is removed."""
     ray = _ray()
-    if expect is None and _capacity._state(actor)[0] in _NOT_RUN:
+    if expect is None and _state_of(actor) in _NOT_RUN:
         ray.kill(actor, no_restart=True)  # holds nothing anyone handed it: nothing to save
         return
     h._get(h._bounded(actor.stop.remote(timeout, expect), deadline, "stop"))
-    try:
-        h._get(actor.exit.remote())  # False: a restarted incarnation got it (stopped next)
+    try:  # False: a restarted incarnation got it (stopped next)
+        h._get(h._bounded(actor.exit.remote(), deadline, "stop"))
     except _lost_errors():
         pass  # it ended as it answered: that is the exit
+    except ClusterError:
+        # its node died after it answered, and Ray's restart of it waits for a node
+        # with room: that incarnation answered no call (everything was saved): removed
+        ray.kill(actor, no_restart=True)
+
+
+def _state_of(actor: Any) -> str | None:
+    """The actor's state in Ray's GCS, or None when the lookup itself failed (a node
+    being lost): the stop then goes on by its calls, which say what happened."""
+    try:
+        return _capacity._state(actor)[0]
+    except Exception:
+        return None
 
 
 def _to_stop(h: RemoteRuntime, stopped: Any) -> Any:
@@ -132,6 +145,6 @@ def _to_stop(h: RemoteRuntime, stopped: Any) -> Any:
         return None
     if stopped is not None and found._actor_id != stopped:
         return None
-    if _capacity._state(found)[0] == "DEAD":  # ended; its name not yet freed
+    if _state_of(found) == "DEAD":  # ended; its name not yet freed
         return None
     return found

@@ -152,7 +152,7 @@ def test_a_quiet_flush_acknowledges_everything_before_it(
     assert h.acknowledged
 
 
-@pytest.mark.parametrize("option", ["max_concurrency", "concurrency_groups"])
+@pytest.mark.parametrize("option", ["max_concurrency", "concurrency_groups", "max_pending_calls"])
 def test_options_that_would_run_an_agents_calls_at_once_are_refused(option: str) -> None:
     with pytest.raises(ClusterConfigError, match=option):
         check_actor_options({option: 4})

@@ -601,3 +601,24 @@ def test_a_handles_load_of_components_only_decides_on_one_read(
     with pytest.raises(SessionError, match="not found"):
         sessions.load("y", {"note": note}, strict=True, allow_missing=False)
     assert note.text == ""
+
+
+def test_an_agent_never_saves_over_another_namespaces_session_of_its_id(
+    host: Any, url: str
+) -> None:
+    """The agent's session is deleted while it runs and another namespace's agent takes
+    the id and saves: the first agent's next save meets a version it did not load, and
+    must not take that document over (end-of-session review, SEV1: it did)."""
+    alice = host()
+    add(alice, "alice's")
+    alice.call("flush", (), {}, None, False)
+    with PostgresSession(url) as outside:
+        assert outside.delete("s1")
+    bob = host(BOB, "s1")  # its start claims the free id for bob's namespace
+    add(bob, "bob's")
+    bob.call("flush", (), {}, None, False)  # acknowledged
+    add(alice, "alice's second")
+    with pytest.raises(ClusterConfigError, match="another namespace"):
+        alice.call("flush", (), {}, None, False)
+    bob.shutdown()
+    assert texts(host(BOB, "s1")) == ["bob's"]

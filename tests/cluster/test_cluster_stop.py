@@ -23,7 +23,7 @@ import pytest
 import ray
 from ray.exceptions import ActorDiedError
 
-from actormem.cluster import AgentRestartedError
+from actormem.cluster import AgentRestartedError, ClusterError
 from actormem.cluster import _capacity as capacity_module
 from actormem.cluster import _connect as connect_module
 from actormem.cluster import _events as events_module
@@ -452,3 +452,37 @@ def test_a_slow_subscriber_stays_connected_while_it_works_through_a_batch(
     h.add_many([Msg.user(f"e{i}") for i in range(60)])  # one batch: 6 s of work, 3 s limit
     assert enough.wait(120)
     assert errors == [] and texts_seen == [f"e{i}" for i in range(60)]
+
+
+def test_an_exit_that_meets_a_restart_waiting_for_room_removes_it(
+    url: str, fake_ray: _Ray, hosts: list[MemoryHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop answered (everything saved); the node dies before the exit, and Ray's
+    restart waits for a node with room: the exit is bounded by failover_timeout (it
+    waited for ever: end-of-session review, SEV2) and the waiting restart is removed."""
+    h = connect(url)
+    h.add(Msg.user("saved by the stop"))
+    actor = fake_ray.actor
+    assert actor is not None
+    bounded = RemoteRuntime._bounded
+
+    def exit_waits_for_room(self: RemoteRuntime, ref: Any, deadline: float, name: str) -> Any:
+        if ref is None or not getattr(ref, "exit_ref", False):
+            return bounded(self, ref, deadline, name)
+        raise ClusterError("did not come back for stop() within failover_timeout=10s")
+
+    class _ExitRef:
+        exit_ref = True
+
+    original = actor.run
+
+    def run(method: str, args: tuple[Any, ...]) -> Any:
+        if method == "exit":
+            return _ExitRef()  # sent to the restart that waits: never answered
+        return original(method, args)
+
+    actor.run = run  # type: ignore[method-assign]
+    monkeypatch.setattr(RemoteRuntime, "_bounded", exit_waits_for_room)
+    h.stop()  # returns: the stop's answer acknowledged everything
+    assert actor.ended and fake_ray.killed == 1
+    assert _restored(url, hosts) == ["saved by the stop"]
