@@ -115,7 +115,7 @@ def keyed_rows_in(store: MemoryStore, namespace: Namespace) -> int:
     return sum(
         st.live + st.deleted + st.superseded
         for st in store.stats(namespace)
-        if any(FACTS_SUFFIX in value for _, value in st.namespace.items())
+        if any(value.endswith(FACTS_SUFFIX) for _, value in st.namespace.items())
     )
 
 
