@@ -120,11 +120,23 @@ _KEEP_RELEASED = 16
 _CONFLICT_TRIES = 5
 
 
+def _ray_connected(*, as_actor: bool = False) -> bool:
+    """Whether this process is connected to Ray (``as_actor``: as an actor's worker),
+    asked without any call that would start Ray: ``get_runtime_context`` runs
+    ``ray.init`` when nothing is connected, and that Ray binds the host's external
+    interface (a test's in-process host, with ``ray.is_initialized`` stood in for,
+    started one that way)."""
+    from ray._private import worker
+
+    w = worker.global_worker
+    return bool(w.connected) and (not as_actor or w.mode == worker.WORKER_MODE)
+
+
 def _exit_if_actor() -> None:
     """End this process's actor for good when running as one (Ray does not restart it)."""
     import ray
 
-    if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+    if _ray_connected(as_actor=True):
         ray.actor.exit_actor()  # type: ignore[no-untyped-call]
 
 
@@ -519,7 +531,7 @@ class MemoryHost(SessionCalls):
 
         return {
             # outside an actor (a test's host) None: get_runtime_context would start Ray
-            "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else None,
+            "node_id": ray.get_runtime_context().get_node_id() if _ray_connected() else None,
             "pid": os.getpid(),
             "rss_bytes": psutil.Process().memory_info().rss,
             "incarnation": self.incarnation,
@@ -558,8 +570,8 @@ class MemoryHost(SessionCalls):
                 try:
                     import ray
 
-                    if not ray.is_initialized():  # not in an actor: never let Ray start one
-                        continue  # (get_runtime_context would ray.init() on the host network)
+                    if not _ray_connected(as_actor=True):  # never let Ray start one here
+                        continue
                     me = ray.get_runtime_context().current_actor
                     me.release_if_idle.remote()
                 except Exception as exc:  # the watcher must not die: try again later

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import ray
+from ray._private import worker as ray_worker
 from ray.exceptions import ActorDiedError, RayActorError
 
 from actormem.cluster import ClusterConfigError, ClusterError, RemoteRuntime
@@ -121,6 +122,8 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Ray]:
     for h in fake.hosts:
         if not h._closed:
             h._rt.close()
+    # nothing here may start Ray (it would bind the host's external interface)
+    assert not ray_worker.global_worker.connected
 
 
 def connect(url: str, idle_release: float | None = None) -> RemoteRuntime:
