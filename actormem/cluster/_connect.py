@@ -51,6 +51,16 @@ def _host_class() -> Any:
     return _ray().remote(concurrency_groups={GROUP: 16})(MemoryHost)
 
 
+def ray_worker_connected() -> bool:
+    """Whether this process is connected to Ray, asked without starting one: ``ray.get``
+    and ``ray.get_runtime_context`` start a local Ray, bound to the host's external
+    interface, in a process that is not connected (a handle used after
+    ``ray.shutdown()``; a test's event pump outliving its stand-in for Ray)."""
+    from ray._private import worker
+
+    return bool(worker.global_worker.connected)
+
+
 def _lost_errors() -> tuple[type[BaseException], ...]:
     exc = _ray().exceptions
     return (exc.RayActorError, exc.ActorUnavailableError)

@@ -57,6 +57,7 @@ from actormem.cluster._connect import (
     _lost_errors,
     _ray,
     _unwrapped,
+    ray_worker_connected,
 )
 from actormem.cluster._events import EventPump
 from actormem.cluster._remote_state import RemoteFleeting, RemoteSessions
@@ -479,6 +480,8 @@ class RemoteRuntime(Acknowledgements):
 
     def _get(self, ref: Any) -> Any:
         ray = _ray()
+        if not ray_worker_connected():  # ray.get would start a Ray of its own (host network)
+            raise ClusterError("this RemoteRuntime's Ray connection is gone (ray.shutdown()?)")
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as exc:

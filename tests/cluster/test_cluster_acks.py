@@ -438,3 +438,15 @@ def test_a_closed_handle_is_not_sent_to_another_process(
     h._closed = True  # close() without an actor to wait for
     with pytest.raises(ClusterError, match="closed RemoteRuntime handle"):
         pickle.dumps(h)
+
+
+def test_a_handle_without_a_ray_connection_never_starts_one() -> None:
+    """ray.get starts a local Ray (bound to the host's external interface) when none is
+    connected: a handle used after ray.shutdown() -- or a test's event pump outliving
+    its stand-in for Ray, which did start one -- gets a ClusterError instead."""
+    from ray._private import worker
+
+    h = RemoteRuntime.__new__(RemoteRuntime)
+    with pytest.raises(ClusterError, match="Ray connection is gone"):
+        h._get(object())
+    assert not worker.global_worker.connected
